@@ -1,0 +1,130 @@
+// comm/communicator.h — the one interface every collective in moe4d goes through.
+//
+// A Communicator is a group of ranks (the world, or a TP/EP/DP/PP group cut from the rank grid).
+// Backends: LocalCommunicator (one rank, no MPI: unit tests and single-process runs), MpiCommunicator
+// (OpenMPI; comm/mpi_communicator.h) and, later, NCCL bootstrapped through MPI. The backend is
+// chosen at run time; model code only sees this interface (PyTorch c10d `Backend`/`Work` style).
+//
+// Contract:
+// - Every rank of the group calls the same collectives in the same order (MPI semantics).
+// - Buffers are host memory; counts are in elements of `dtype`.
+// - `*_async` starts the operation and returns a Work; the buffers must stay alive and untouched
+//   until wait() returns. The blocking forms are async(...)->wait().
+// - Deadline: every wait has a deadline (CommOptions::timeout_seconds). A rank that does not arrive in
+//   time is reported — group name, operation, the missing rank(s) — and the job exits non-zero
+//   (MPI_Abort) instead of hanging.
+// - Thread safety: one thread issues operations on a given communicator; different communicators
+//   may be used from different threads (the MPI backend initialises MPI_THREAD_MULTIPLE).
+// - An operation a backend cannot do fails with a message naming the backend and the operation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace moe4d {
+
+enum class ReduceOp { kSum, kMax, kMin };
+
+enum class CommOp { kAllReduce, kReduceScatter, kAllGather, kAllToAllV, kBroadcast, kSendRecv, kBarrier, kCount };
+const char* comm_op_name(CommOp op);  // "all_reduce", ...
+
+struct CommOptions {
+  double timeout_seconds = 300.0;
+};
+
+// Counters per operation kind, for the per-step timing breakdown. busy = from start to observed
+// completion; exposed = time the caller sat blocked inside wait() (communication not hidden by compute).
+struct CommStats {
+  struct Entry {
+    int64_t calls = 0;
+    int64_t bytes = 0;        // bytes this rank contributed (send side)
+    double busy_seconds = 0;
+    double exposed_seconds = 0;
+  };
+  Entry ops[static_cast<int>(CommOp::kCount)];
+  Entry& operator[](CommOp op) { return ops[static_cast<int>(op)]; }
+  const Entry& operator[](CommOp op) const { return ops[static_cast<int>(op)]; }
+  void add(const CommStats& other);
+  void clear() { *this = CommStats{}; }
+};
+
+// Handle of an asynchronous operation.
+class Work {
+ public:
+  virtual ~Work() = default;
+  // Blocks until complete (or the deadline passes: see the contract above).
+  virtual void wait() = 0;
+  // Non-blocking completion check; also drives progress of the operation.
+  virtual bool test() = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // World ranks of the members, in group-rank order (for diagnostics and placement maps).
+  virtual const std::vector<int>& world_ranks() const = 0;
+  virtual const std::string& name() const = 0;  // e.g. "tp[pp=0,dp=1,ep=0]"
+  virtual const char* backend() const = 0;      // "local", "mpi", "nccl"
+
+  // In place: data[count] = reduce over ranks of data[count].
+  virtual std::unique_ptr<Work> all_reduce_async(void* data, size_t count, DType dtype, ReduceOp op) = 0;
+  // send[size() * recv_count] -> recv[recv_count]: this rank gets block rank() of the reduction.
+  virtual std::unique_ptr<Work> reduce_scatter_async(const void* send, void* recv, size_t recv_count, DType dtype,
+                                                     ReduceOp op) = 0;
+  // send[send_count] from every rank -> recv[size() * send_count], in rank order.
+  virtual std::unique_ptr<Work> all_gather_async(const void* send, void* recv, size_t send_count, DType dtype) = 0;
+  // Variable all-to-all; counts and displacements in elements, one entry per rank.
+  virtual std::unique_ptr<Work> all_to_all_v_async(const void* send, const size_t* send_counts,
+                                                   const size_t* send_displs, void* recv, const size_t* recv_counts,
+                                                   const size_t* recv_displs, DType dtype) = 0;
+  virtual std::unique_ptr<Work> broadcast_async(void* data, size_t count, DType dtype, int root) = 0;
+  virtual std::unique_ptr<Work> send_async(const void* data, size_t count, DType dtype, int dst, int tag) = 0;
+  virtual std::unique_ptr<Work> recv_async(void* data, size_t count, DType dtype, int src, int tag) = 0;
+  virtual void barrier() = 0;
+
+  // MPI_Comm_split semantics: ranks passing the same color form a group, ordered by key.
+  // Collective over this communicator.
+  virtual std::unique_ptr<Communicator> split(int color, int key, const std::string& name) = 0;
+
+  // Blocking conveniences.
+  void all_reduce(void* data, size_t count, DType dtype, ReduceOp op = ReduceOp::kSum) {
+    all_reduce_async(data, count, dtype, op)->wait();
+  }
+  void all_reduce(float* data, size_t count, ReduceOp op = ReduceOp::kSum) {
+    all_reduce(data, count, DType::kF32, op);
+  }
+  void reduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype, ReduceOp op = ReduceOp::kSum) {
+    reduce_scatter_async(send, recv, recv_count, dtype, op)->wait();
+  }
+  void all_gather(const void* send, void* recv, size_t send_count, DType dtype) {
+    all_gather_async(send, recv, send_count, dtype)->wait();
+  }
+  void all_to_all_v(const void* send, const size_t* send_counts, const size_t* send_displs, void* recv,
+                    const size_t* recv_counts, const size_t* recv_displs, DType dtype) {
+    all_to_all_v_async(send, send_counts, send_displs, recv, recv_counts, recv_displs, dtype)->wait();
+  }
+  void broadcast(void* data, size_t count, DType dtype, int root) { broadcast_async(data, count, dtype, root)->wait(); }
+  void send(const void* data, size_t count, DType dtype, int dst, int tag) {
+    send_async(data, count, dtype, dst, tag)->wait();
+  }
+  void recv(void* data, size_t count, DType dtype, int src, int tag) { recv_async(data, count, dtype, src, tag)->wait(); }
+
+  CommStats& stats() { return stats_; }
+  const CommStats& stats() const { return stats_; }
+
+ protected:
+  Communicator() = default;
+  CommStats stats_;
+};
+
+}  // namespace moe4d

@@ -1,0 +1,123 @@
+// config/config.h — the typed form of a moe4d YAML config (design.md §5).
+//
+// `load_config` (config/config_loader.h) turns a YAML file into a Config, rejecting unknown keys,
+// wrong types and out-of-range values with the key path and line. These structs carry no behaviour
+// beyond a few derived quantities; every default below is the value a key takes when omitted.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace moe4d {
+
+struct MoeConfig {
+  int num_experts = 0;  // 0: dense model (every FFN is SwiGLU)
+  int top_k = 2;
+  int layer_freq = 1;   // layer l is MoE iff l % layer_freq == layer_freq - 1
+  std::optional<double> capacity_factor;  // nullopt (YAML null): dropless
+  double aux_loss_coeff = 0.01;
+  double z_loss_coeff = 0.0;
+  double router_bias_update_rate = 0.0;  // > 0: aux-loss-free balancing bias (DeepSeek-V3)
+  int a2a_chunks = 1;                    // slices of the expert all-to-all (overlap with expert compute)
+};
+
+struct ModelConfig {
+  int vocab_size = 0;
+  int hidden_size = 0;
+  int num_layers = 0;
+  int num_heads = 0;
+  int ffn_hidden_size = 0;
+  int seq_length = 0;
+  bool tie_embeddings = false;
+  MoeConfig moe;
+
+  int head_dim() const { return hidden_size / num_heads; }
+  bool is_moe() const { return moe.num_experts > 0; }
+  bool is_moe_layer(int layer) const {
+    return is_moe() && layer % moe.layer_freq == moe.layer_freq - 1;
+  }
+};
+
+enum class RecomputeGranularity { kNone, kFull, kSelective };
+enum class PipelineSchedule { kGPipe, k1F1B, kInterleaved };
+
+struct ParallelConfig {
+  int data_parallel = 1;
+  int expert_parallel = 1;
+  int tensor_parallel = 1;    // alias: model_parallel
+  int pipeline_parallel = 1;  // alias: pipeline_stage
+  int micro_batch_num = 1;    // micro-batches per data replica per step (gradient accumulation)
+  int gradient_aggregation_group = 4;  // number of gradient buckets of the data-parallel reduction
+  RecomputeGranularity recompute = RecomputeGranularity::kNone;  // `true` = full
+  int zero_stage = 0;         // alias: enable_parallel_optimizer -> 1
+  PipelineSchedule pipeline_schedule = PipelineSchedule::k1F1B;
+  int virtual_pipeline = 1;   // model chunks per rank for the interleaved schedule
+  std::vector<int> stage_layers;  // optional explicit layers per pipeline stage
+  std::string rank_order = "tp-ep-dp-pp";  // fastest-varying dimension first
+  std::vector<int> device_list;   // optional: grid position i runs on world rank device_list[i]
+  int local_worker_num = 0;       // ranks per node (0: detect from MPI)
+  double collective_timeout = 300.0;  // seconds before a missing rank is reported
+  bool overlap_grad_reduce = true;    // launch bucket reductions during backward
+
+  int world_size() const { return data_parallel * expert_parallel * tensor_parallel * pipeline_parallel; }
+  int data_replicas() const { return data_parallel * expert_parallel; }  // EP is carved out of DP
+};
+
+enum class Precision { kFP32, kBF16, kFP16 };
+enum class GradCompression { kNone, kBF16, kFP16 };
+enum class OptimizerKind { kAdamW, kOneBitAdam };
+
+struct LossScaleConfig {
+  double initial = 65536.0;
+  double factor = 2.0;
+  int window = 1000;
+  int hysteresis = 1;
+};
+
+struct TrainConfig {
+  int64_t global_batch_size = 0;  // sequences per optimizer step, over all data replicas
+  int steps = 0;
+  double lr = 3e-4;
+  double min_lr = 3e-5;
+  int warmup_steps = 0;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;  // 0 disables clipping
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  uint64_t seed = 1234;
+  Precision precision = Precision::kFP32;
+  LossScaleConfig loss_scale;
+  GradCompression grad_compression = GradCompression::kNone;
+  OptimizerKind optimizer = OptimizerKind::kAdamW;
+  int freeze_steps = 0;    // 1-bit Adam warm-up steps
+  int log_interval = 1;    // steps between progress lines
+  int eval_interval = 0;   // steps between validation evaluations (0: never)
+  int eval_batches = 4;    // micro-batches evaluated per validation
+  std::string metrics_file;  // JSONL; default <checkpoint.dir or .>/metrics.jsonl
+};
+
+struct DataConfig {
+  std::string train;      // token shard (.bin with .json header) written by `moe4d prepare`
+  std::string valid;      // optional
+  std::string tokenizer;  // sentencepiece .model, or "bytes"
+};
+
+struct CheckpointConfig {
+  std::string dir;   // empty: no checkpoints
+  int interval = 0;  // steps between checkpoints (0: only at the end)
+  int keep = 2;      // most recent checkpoints kept
+};
+
+struct Config {
+  ModelConfig model;
+  ParallelConfig parallel;
+  TrainConfig train;
+  DataConfig data;
+  CheckpointConfig checkpoint;
+  std::string source;  // the file it was read from (for messages)
+};
+
+}  // namespace moe4d

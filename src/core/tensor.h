@@ -1,0 +1,88 @@
+// core/tensor.h — shapes, owning aligned buffers and non-owning tensor views.
+//
+// moe4d keeps tensors deliberately simple (llm.c style): kernels take raw pointers plus explicit
+// sizes, and `Tensor` is the shape-carrying view used where shapes travel (parameters, checkpoints,
+// tests). A Tensor never owns memory; `Buffer` does. Views may be strided (e.g. a column block of a
+// row-major matrix), but kernels expect contiguous rows unless their header says otherwise.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+#include "core/check.h"
+
+namespace moe4d {
+
+enum class DType : uint8_t { kF32, kBF16, kF16, kF64, kI32, kI64, kU8, kU16, kU32 };
+
+size_t dtype_size(DType dtype);
+const char* dtype_name(DType dtype);  // safetensors spelling: "F32", "BF16", ...
+
+// Up to kMaxDims dimensions, row-major.
+class Shape {
+ public:
+  static constexpr int kMaxDims = 4;
+  Shape() = default;
+  Shape(std::initializer_list<int64_t> dims);
+
+  int ndim() const { return ndim_; }
+  int64_t operator[](int i) const { MOE4D_CHECK(i >= 0 && i < ndim_); return dims_[i]; }
+  int64_t& operator[](int i) { MOE4D_CHECK(i >= 0 && i < ndim_); return dims_[i]; }
+  int64_t numel() const;
+  bool operator==(const Shape& other) const;
+  std::string str() const;  // "[4, 256]"
+
+ private:
+  std::array<int64_t, kMaxDims> dims_{};
+  int ndim_ = 0;
+};
+
+// Owning, 64-byte aligned, zero-initialised host memory. Move-only.
+class Buffer {
+ public:
+  Buffer() = default;
+  explicit Buffer(size_t bytes);
+  ~Buffer();
+  Buffer(Buffer&& other) noexcept;
+  Buffer& operator=(Buffer&& other) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  void* data() { return data_; }
+  const void* data() const { return data_; }
+  float* f32() { return static_cast<float*>(data_); }
+  const float* f32() const { return static_cast<const float*>(data_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Non-owning view: data pointer, dtype, shape and element strides.
+struct Tensor {
+  void* data = nullptr;
+  DType dtype = DType::kF32;
+  Shape shape;
+  std::array<int64_t, Shape::kMaxDims> strides{};
+
+  Tensor() = default;
+  Tensor(void* data, DType dtype, Shape shape);  // contiguous strides
+  static Tensor f32(float* data, Shape shape) { return Tensor(data, DType::kF32, shape); }
+
+  int64_t numel() const { return shape.numel(); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
+  bool is_contiguous() const;
+  float* f32() const { MOE4D_CHECK(dtype == DType::kF32); return static_cast<float*>(data); }
+  // The view of elements [start, start+length) along `dim` (shares memory; may be strided).
+  Tensor slice(int dim, int64_t start, int64_t length) const;
+};
+
+// Copies a (possibly strided) fp32 view into a contiguous destination of the same shape, or back.
+void copy_to_contiguous(const Tensor& src, float* dst);
+void copy_from_contiguous(const float* src, const Tensor& dst);
+
+}  // namespace moe4d

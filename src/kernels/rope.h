@@ -1,0 +1,28 @@
+// kernels/rope.h — rotary position embedding (theta 10000, rotating pairs (2i, 2i+1)).
+//
+// For a head vector v at position p: (v[2i], v[2i+1]) is rotated by angle p * theta^(-2i/head_dim).
+// The activations use the attention layout qkv[token, head, {q,k,v}, head_dim] (see attention.h);
+// RoPE rotates q and k of every head in place and leaves v alone. Token t of a [batch, seq] block
+// has position t % seq.
+#pragma once
+
+#include <vector>
+
+namespace moe4d {
+
+// cos/sin of every (position, pair), computed once per model.
+struct RopeTable {
+  RopeTable(int seq, int head_dim, float theta = 10000.0f);
+  int seq;
+  int head_dim;
+  std::vector<float> cos;  // [seq, head_dim / 2]
+  std::vector<float> sin;  // [seq, head_dim / 2]
+};
+
+// qkv: [batch * seq, heads, 3, head_dim]; rotates q and k in place.
+void rope_forward(float* qkv, const RopeTable& table, int batch, int heads);
+
+// dqkv: same layout; applies the inverse rotation to dq and dk in place (the transpose of forward).
+void rope_backward(float* dqkv, const RopeTable& table, int batch, int heads);
+
+}  // namespace moe4d
