@@ -1,0 +1,12 @@
+// cli/commands.h — the moe4d subcommands. Each add_*_command registers its options and callback on
+// the CLI11 app; callbacks throw moe4d::Error for bad input, which main() prints as one line.
+// This layer is the only place that reads the environment or touches process-wide settings.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace moe4d {
+
+void add_version_command(CLI::App& app);
+
+}  // namespace moe4d
