@@ -9,6 +9,9 @@ int main(int argc, char** argv) {
   CLI::App app{"moe4d: train Mixture-of-Experts transformers with DP x EP x TP x PP parallelism"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "moe4d 0.1.0");
+  moe4d::add_prepare_command(app);
+  moe4d::add_train_command(app);
+  moe4d::add_generate_command(app);
   moe4d::add_version_command(app);
   try {
     app.parse(argc, argv);

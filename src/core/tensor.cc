@@ -43,6 +43,13 @@ Shape::Shape(std::initializer_list<int64_t> dims) {
   for (int64_t d : dims) dims_[ndim_++] = d;
 }
 
+Shape Shape::of(const std::vector<int64_t>& dims) {
+  MOE4D_CHECK_LE(static_cast<int>(dims.size()), kMaxDims);
+  Shape s;
+  for (int64_t d : dims) s.dims_[s.ndim_++] = d;
+  return s;
+}
+
 int64_t Shape::numel() const {
   int64_t n = 1;
   for (int i = 0; i < ndim_; ++i) n *= dims_[i];
@@ -135,6 +142,7 @@ void for_each_offset(const Tensor& t, Fn&& fn) {
 }  // namespace
 
 void copy_to_contiguous(const Tensor& src, float* dst) {
+  if (src.numel() == 0) return;
   const float* base = src.f32();
   if (src.is_contiguous()) {
     std::memcpy(dst, base, src.nbytes());
@@ -144,6 +152,7 @@ void copy_to_contiguous(const Tensor& src, float* dst) {
 }
 
 void copy_from_contiguous(const float* src, const Tensor& dst) {
+  if (dst.numel() == 0) return;
   float* base = dst.f32();
   if (dst.is_contiguous()) {
     std::memcpy(base, src, dst.nbytes());

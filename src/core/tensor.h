@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "core/check.h"
 
@@ -27,6 +28,8 @@ class Shape {
   static constexpr int kMaxDims = 4;
   Shape() = default;
   Shape(std::initializer_list<int64_t> dims);
+  static Shape of(const std::vector<int64_t>& dims);
+  std::vector<int64_t> dims() const { return {dims_.begin(), dims_.begin() + ndim_}; }
 
   int ndim() const { return ndim_; }
   int64_t operator[](int i) const { MOE4D_CHECK(i >= 0 && i < ndim_); return dims_[i]; }

@@ -1,0 +1,632 @@
+// config/config_loader.cc — YAML text -> Config in two passes, and Config -> YAML.
+//
+// Pass 1 (Section) walks the YAML maps: it rejects unknown and repeated keys, converts each scalar
+// to its field's type and records where every key was written (line and text). Pass 2 (validate)
+// checks ranges and cross-field rules on the typed Config, using those records to point at the
+// line and quote the value exactly as the user wrote it.
+#include "config/config_loader.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+
+namespace moe4d {
+namespace {
+
+// Spellings of the enum-valued keys, shared by the reader and config_to_yaml.
+template <typename E, size_t N>
+using NameTable = std::array<std::pair<std::string_view, E>, N>;
+constexpr NameTable<Precision, 3> kPrecisionNames{
+    {{"fp32", Precision::kFP32}, {"bf16", Precision::kBF16}, {"fp16", Precision::kFP16}}};
+constexpr NameTable<GradCompression, 3> kGradCompressionNames{
+    {{"none", GradCompression::kNone}, {"bf16", GradCompression::kBF16}, {"fp16", GradCompression::kFP16}}};
+constexpr NameTable<OptimizerKind, 2> kOptimizerNames{
+    {{"adamw", OptimizerKind::kAdamW}, {"onebit_adam", OptimizerKind::kOneBitAdam}}};
+constexpr NameTable<PipelineSchedule, 3> kScheduleNames{{{"gpipe", PipelineSchedule::kGPipe},
+                                                         {"1f1b", PipelineSchedule::k1F1B},
+                                                         {"interleaved", PipelineSchedule::kInterleaved}}};
+constexpr NameTable<RecomputeGranularity, 2> kGranularityNames{
+    {{"full", RecomputeGranularity::kFull}, {"selective", RecomputeGranularity::kSelective}}};
+
+template <typename E, size_t N>
+std::string_view name_of(const NameTable<E, N>& table, E value) {
+  for (const auto& [name, v] : table)
+    if (v == value) return name;
+  return "?";
+}
+
+template <typename E, size_t N>
+std::string names_of(const NameTable<E, N>& table) {
+  std::string out;
+  for (const auto& entry : table) out += fmt::format("{}{}", out.empty() ? "" : ", ", entry.first);
+  return out;
+}
+
+std::string describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null: return "null";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Map: return "a map";
+    default: return fmt::format("'{}'", node.Scalar());
+  }
+}
+
+// Integers are parsed from the scalar text (not yaml-cpp's stream conversion, which would take
+// "0x10" or silently truncate); an optional leading '+' is allowed as in YAML.
+template <typename T>
+std::optional<T> parse_integer(std::string_view text) {
+  if (!text.empty() && text[0] == '+') text.remove_prefix(1);
+  T value{};
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+std::optional<double> parse_number(std::string_view text) {
+  if (!text.empty() && text[0] == '+') text.remove_prefix(1);
+  double value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !std::isfinite(value))
+    return std::nullopt;
+  return value;
+}
+
+std::optional<bool> parse_bool(std::string_view text) {
+  if (text == "true" || text == "True" || text == "TRUE") return true;
+  if (text == "false" || text == "False" || text == "FALSE") return false;
+  return std::nullopt;
+}
+
+// Where a key was written: the path as the user spelled it (an alias stays an alias), the 1-based
+// line, and the scalar text (empty for maps and lists).
+struct KeyInfo {
+  std::string written_path;
+  int line = 0;
+  std::string text;
+};
+
+// Error formatting plus the record of every key that was read, keyed by canonical path.
+class ConfigReader {
+ public:
+  explicit ConfigReader(std::string source) : source_(std::move(source)) {}
+
+  [[noreturn]] void fail_at(int line, const std::string& path, const std::string& what) const {
+    std::string where = line > 0 ? fmt::format("{}:{}", source_, line) : source_;
+    if (path.empty()) fail("{}: {}", where, what);
+    fail("{}: {}: {}", where, path, what);
+  }
+  [[noreturn]] void fail_missing(const std::string& path) const {
+    fail("{}: missing required key {}", source_, path);
+  }
+
+  void record(const std::string& path, KeyInfo info) { keys_[path] = std::move(info); }
+  const KeyInfo* find(const std::string& path) const {
+    auto it = keys_.find(path);
+    return it == keys_.end() ? nullptr : &it->second;
+  }
+  int line_of(const std::string& path) const {
+    const KeyInfo* info = find(path);
+    return info ? info->line : 0;
+  }
+  std::string written(const std::string& path) const {
+    const KeyInfo* info = find(path);
+    return info ? info->written_path : path;
+  }
+
+  // Fails with "expected <expected>, got '<text>'" unless `ok`; a key that was not written is
+  // quoted with its default value.
+  void require(bool ok, const std::string& path, std::string_view expected, const std::string& value) const {
+    if (ok) return;
+    const KeyInfo* info = find(path);
+    std::string got = info ? fmt::format("'{}'", info->text) : fmt::format("'{}' (the default)", value);
+    fail_at(line_of(path), written(path), fmt::format("expected {}, got {}", expected, got));
+  }
+
+ private:
+  std::string source_;
+  std::map<std::string, KeyInfo> keys_;
+};
+
+// One YAML map of the config. The constructor rejects a non-map, unknown keys and repeated keys;
+// read() converts one key's value into a field (an absent key leaves the field's default).
+class Section {
+ public:
+  Section(ConfigReader& reader, const YAML::Node& node, std::string path, int line, std::vector<std::string> keys)
+      : reader_(reader), path_(std::move(path)) {
+    if (node.IsNull()) return;  // `section:` with nothing under it: all defaults
+    if (!node.IsMap()) reader_.fail_at(line, path_, fmt::format("expected a map, got {}", describe(node)));
+    for (const auto& item : node) {
+      const int key_line = item.first.Mark().line + 1;
+      const std::string key = item.first.IsScalar() ? item.first.Scalar() : describe(item.first);
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+        std::string expected;
+        for (const auto& k : keys) expected += fmt::format("{}{}", expected.empty() ? "" : ", ", k);
+        reader_.fail_at(key_line, child(key), fmt::format("unknown key (expected one of: {})", expected));
+      }
+      auto [it, inserted] = entries_.emplace(key, Entry{item.second, key_line});
+      if (!inserted)
+        reader_.fail_at(key_line, child(key),
+                        fmt::format("repeated key (first given on line {}), expected each key once", it->second.line));
+    }
+  }
+
+  bool has(const std::string& key) const { return entries_.count(key) > 0; }
+  std::string child(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  int line(const std::string& key) const { return entries_.at(key).line; }
+  const YAML::Node& node(const std::string& key) const { return entries_.at(key).value; }
+
+  Section section(const std::string& key, std::vector<std::string> keys) const {
+    if (!has(key)) return Section(reader_, YAML::Node(), child(key), 0, std::move(keys));
+    reader_.record(child(key), KeyInfo{child(key), line(key), ""});
+    return Section(reader_, node(key), child(key), line(key), std::move(keys));
+  }
+
+  void require(const std::string& key) const {
+    if (!has(key)) reader_.fail_missing(child(key));
+  }
+
+  // `alias` is another spelling of `key`: reads whichever was given into `out`.
+  template <typename T>
+  void read_aliased(const std::string& key, const std::string& alias, T& out) {
+    if (has(key) && has(alias))
+      reader_.fail_at(line(alias), child(alias),
+                      fmt::format("given together with {} (line {}), expected only one of {}, {}", key, line(key), key,
+                                  alias));
+    if (has(alias)) read_as(alias, child(key), out);
+    if (has(key)) read(key, out);
+  }
+
+  template <typename T>
+  void read(const std::string& key, T& out) {
+    if (has(key)) read_as(key, child(key), out);
+  }
+
+  template <typename E, size_t N>
+  void read_enum(const std::string& key, const NameTable<E, N>& table, E& out) {
+    if (!has(key)) return;
+    const std::string text = scalar(key, child(key), "one of " + names_of(table));
+    for (const auto& [name, value] : table) {
+      if (text == name) {
+        out = value;
+        return;
+      }
+    }
+    reader_.fail_at(line(key), child(key), fmt::format("expected one of {}, got '{}'", names_of(table), text));
+  }
+
+ private:
+  struct Entry {
+    YAML::Node value;
+    int line;
+  };
+
+  // The scalar text of `key`, recorded under `canonical`; fails naming `expected` for maps, lists, null.
+  std::string scalar(const std::string& key, const std::string& canonical, std::string_view expected) {
+    const YAML::Node& value = node(key);
+    if (!value.IsScalar())
+      reader_.fail_at(line(key), child(key), fmt::format("expected {}, got {}", expected, describe(value)));
+    reader_.record(canonical, KeyInfo{child(key), line(key), value.Scalar()});
+    return value.Scalar();
+  }
+
+  [[noreturn]] void fail_type(const std::string& key, std::string_view expected, const std::string& text) {
+    reader_.fail_at(line(key), child(key), fmt::format("expected {}, got '{}'", expected, text));
+  }
+
+  // int, int64_t and uint64_t fields; the message names the range the field's type can hold.
+  template <typename T>
+    requires std::is_integral_v<T> && (!std::is_same_v<T, bool>)
+  void read_as(const std::string& key, const std::string& canonical, T& out) {
+    constexpr std::string_view expected = std::is_same_v<T, int>        ? "a 32-bit integer"
+                                          : std::is_unsigned_v<T> ? "a non-negative 64-bit integer"
+                                                                  : "a 64-bit integer";
+    std::string text = scalar(key, canonical, expected);
+    auto value = parse_integer<T>(text);
+    if (!value) fail_type(key, expected, text);
+    out = *value;
+  }
+  void read_as(const std::string& key, const std::string& canonical, double& out) {
+    std::string text = scalar(key, canonical, "a number");
+    auto value = parse_number(text);
+    if (!value) fail_type(key, "a finite number", text);
+    out = *value;
+  }
+  void read_as(const std::string& key, const std::string& canonical, bool& out) {
+    std::string text = scalar(key, canonical, "true or false");
+    auto value = parse_bool(text);
+    if (!value) fail_type(key, "true or false", text);
+    out = *value;
+  }
+  void read_as(const std::string& key, const std::string& canonical, std::string& out) {
+    out = scalar(key, canonical, "a string");
+  }
+  void read_as(const std::string& key, const std::string& canonical, std::optional<double>& out) {
+    if (node(key).IsNull()) {
+      reader_.record(canonical, KeyInfo{child(key), line(key), "null"});
+      out.reset();
+      return;
+    }
+    double value = 0;
+    read_as(key, canonical, value);
+    out = value;
+  }
+  // A list of integers; element i is recorded as `<path>[i]` with its own line.
+  void read_as(const std::string& key, const std::string& canonical, std::vector<int>& out) {
+    const YAML::Node& value = node(key);
+    if (!value.IsSequence())
+      reader_.fail_at(line(key), child(key), fmt::format("expected a list of integers, got {}", describe(value)));
+    reader_.record(canonical, KeyInfo{child(key), line(key), ""});
+    out.clear();
+    for (size_t i = 0; i < value.size(); ++i) {
+      const YAML::Node& element = value[i];
+      const std::string path = fmt::format("{}[{}]", child(key), i);
+      const int element_line = element.Mark().line + 1;
+      std::optional<int> parsed;
+      if (element.IsScalar()) parsed = parse_integer<int>(element.Scalar());
+      if (!parsed) reader_.fail_at(element_line, path, fmt::format("expected an integer, got {}", describe(element)));
+      reader_.record(fmt::format("{}[{}]", canonical, i), KeyInfo{path, element_line, element.Scalar()});
+      out.push_back(*parsed);
+    }
+  }
+
+  ConfigReader& reader_;
+  std::string path_;
+  std::map<std::string, Entry> entries_;
+};
+
+void read_model(Section& s, ModelConfig& m) {
+  for (const char* key : {"vocab_size", "hidden_size", "num_layers", "num_heads", "ffn_hidden_size", "seq_length"})
+    s.require(key);
+  s.read("vocab_size", m.vocab_size);
+  s.read("hidden_size", m.hidden_size);
+  s.read("num_layers", m.num_layers);
+  s.read("num_heads", m.num_heads);
+  s.read("ffn_hidden_size", m.ffn_hidden_size);
+  s.read("seq_length", m.seq_length);
+  s.read("tie_embeddings", m.tie_embeddings);
+  Section moe = s.section("moe", {"num_experts", "top_k", "layer_freq", "capacity_factor", "aux_loss_coeff",
+                                  "z_loss_coeff", "router_bias_update_rate", "a2a_chunks"});
+  moe.read("num_experts", m.moe.num_experts);
+  moe.read("top_k", m.moe.top_k);
+  moe.read("layer_freq", m.moe.layer_freq);
+  moe.read("capacity_factor", m.moe.capacity_factor);
+  moe.read("aux_loss_coeff", m.moe.aux_loss_coeff);
+  moe.read("z_loss_coeff", m.moe.z_loss_coeff);
+  moe.read("router_bias_update_rate", m.moe.router_bias_update_rate);
+  moe.read("a2a_chunks", m.moe.a2a_chunks);
+}
+
+void read_parallel(ConfigReader& reader, Section& s, ParallelConfig& p) {
+  s.read("data_parallel", p.data_parallel);
+  s.read("expert_parallel", p.expert_parallel);
+  s.read_aliased("tensor_parallel", "model_parallel", p.tensor_parallel);
+  s.read_aliased("pipeline_parallel", "pipeline_stage", p.pipeline_parallel);
+  s.read("micro_batch_num", p.micro_batch_num);
+  s.read("gradient_aggregation_group", p.gradient_aggregation_group);
+  if (s.has("recompute")) {
+    if (s.node("recompute").IsMap()) {
+      Section recompute = s.section("recompute", {"granularity"});
+      recompute.require("granularity");
+      recompute.read_enum("granularity", kGranularityNames, p.recompute);
+    } else {
+      const YAML::Node& node = s.node("recompute");
+      if (!node.IsScalar() || !parse_bool(node.Scalar()))
+        reader.fail_at(s.line("recompute"), s.child("recompute"),
+                       fmt::format("expected true, false or {{granularity: full|selective}}, got {}", describe(node)));
+      bool full = false;
+      s.read("recompute", full);
+      p.recompute = full ? RecomputeGranularity::kFull : RecomputeGranularity::kNone;
+    }
+  }
+  if (s.has("enable_parallel_optimizer")) {
+    if (s.has("zero_stage"))
+      reader.fail_at(s.line("enable_parallel_optimizer"), s.child("enable_parallel_optimizer"),
+                     fmt::format("given together with zero_stage (line {}), expected only one of zero_stage, "
+                                 "enable_parallel_optimizer",
+                                 s.line("zero_stage")));
+    bool enabled = false;
+    s.read("enable_parallel_optimizer", enabled);
+    p.zero_stage = enabled ? 1 : 0;
+  }
+  s.read("zero_stage", p.zero_stage);
+  s.read_enum("pipeline_schedule", kScheduleNames, p.pipeline_schedule);
+  s.read("virtual_pipeline", p.virtual_pipeline);
+  s.read("stage_layers", p.stage_layers);
+  s.read("rank_order", p.rank_order);
+  s.read("device_list", p.device_list);
+  s.read("local_worker_num", p.local_worker_num);
+  s.read("collective_timeout", p.collective_timeout);
+  s.read("overlap_grad_reduce", p.overlap_grad_reduce);
+}
+
+void read_train(Section& s, TrainConfig& t) {
+  s.require("global_batch_size");
+  s.require("steps");
+  s.read("global_batch_size", t.global_batch_size);
+  s.read("steps", t.steps);
+  s.read("lr", t.lr);
+  s.read("min_lr", t.min_lr);
+  s.read("warmup_steps", t.warmup_steps);
+  s.read("weight_decay", t.weight_decay);
+  s.read("grad_clip", t.grad_clip);
+  s.read("beta1", t.beta1);
+  s.read("beta2", t.beta2);
+  s.read("eps", t.eps);
+  s.read("seed", t.seed);
+  s.read_enum("precision", kPrecisionNames, t.precision);
+  Section loss_scale = s.section("loss_scale", {"initial", "factor", "window", "hysteresis"});
+  loss_scale.read("initial", t.loss_scale.initial);
+  loss_scale.read("factor", t.loss_scale.factor);
+  loss_scale.read("window", t.loss_scale.window);
+  loss_scale.read("hysteresis", t.loss_scale.hysteresis);
+  s.read_enum("grad_compression", kGradCompressionNames, t.grad_compression);
+  s.read_enum("optimizer", kOptimizerNames, t.optimizer);
+  s.read("freeze_steps", t.freeze_steps);
+  s.read("log_interval", t.log_interval);
+  s.read("eval_interval", t.eval_interval);
+  s.read("eval_batches", t.eval_batches);
+  s.read("metrics_file", t.metrics_file);
+}
+
+bool is_rank_order(const std::string& order) {
+  std::set<std::string> dims;
+  std::stringstream stream(order);
+  std::string part;
+  while (std::getline(stream, part, '-')) dims.insert(part);
+  return order.size() == 11 && dims == std::set<std::string>{"tp", "ep", "dp", "pp"};
+}
+
+// Pass 2: ranges and cross-field rules of one model (no parallel layout arithmetic here).
+void validate(const Config& c, const ConfigReader& r) {
+  const auto str = [](auto v) { return fmt::format("{}", v); };
+  const auto positive = [&](const std::string& path, auto v) { r.require(v > 0, path, "a positive integer", str(v)); };
+  const auto non_negative = [&](const std::string& path, auto v) {
+    r.require(v >= 0, path, "a non-negative integer", str(v));
+  };
+
+  const ModelConfig& m = c.model;
+  positive("model.vocab_size", m.vocab_size);
+  positive("model.hidden_size", m.hidden_size);
+  positive("model.num_layers", m.num_layers);
+  positive("model.num_heads", m.num_heads);
+  positive("model.ffn_hidden_size", m.ffn_hidden_size);
+  positive("model.seq_length", m.seq_length);
+  if (m.hidden_size % m.num_heads != 0)
+    r.fail_at(r.line_of("model.num_heads"), "model.num_heads",
+              fmt::format("{} does not divide hidden_size {}", m.num_heads, m.hidden_size));
+  if (m.head_dim() % 2 != 0)
+    r.fail_at(r.line_of("model.num_heads"), "model.num_heads",
+              fmt::format("head dimension hidden_size / num_heads = {} / {} = {} is odd, expected an even head "
+                          "dimension (RoPE rotates pairs)",
+                          m.hidden_size, m.num_heads, m.head_dim()));
+  const MoeConfig& moe = m.moe;
+  r.require(moe.num_experts >= 0, "model.moe.num_experts", "a non-negative integer (0: dense)", str(moe.num_experts));
+  if (moe.num_experts > 0) {
+    r.require(moe.top_k >= 1 && moe.top_k <= moe.num_experts, "model.moe.top_k",
+              fmt::format("an integer in [1, num_experts = {}]", moe.num_experts), str(moe.top_k));
+    positive("model.moe.layer_freq", moe.layer_freq);
+    r.require(!moe.capacity_factor || *moe.capacity_factor > 0, "model.moe.capacity_factor",
+              "null (dropless) or a positive number", moe.capacity_factor ? str(*moe.capacity_factor) : "null");
+    for (const auto& [path, v] : {std::pair{"model.moe.aux_loss_coeff", moe.aux_loss_coeff},
+                                  std::pair{"model.moe.z_loss_coeff", moe.z_loss_coeff},
+                                  std::pair{"model.moe.router_bias_update_rate", moe.router_bias_update_rate}})
+      r.require(v >= 0, path, "a non-negative number", str(v));
+    positive("model.moe.a2a_chunks", moe.a2a_chunks);
+  }
+
+  const ParallelConfig& p = c.parallel;
+  positive("parallel_config.data_parallel", p.data_parallel);
+  positive("parallel_config.expert_parallel", p.expert_parallel);
+  positive("parallel_config.tensor_parallel", p.tensor_parallel);
+  positive("parallel_config.pipeline_parallel", p.pipeline_parallel);
+  positive("parallel_config.micro_batch_num", p.micro_batch_num);
+  positive("parallel_config.gradient_aggregation_group", p.gradient_aggregation_group);
+  r.require(p.zero_stage >= 0 && p.zero_stage <= 3, "parallel_config.zero_stage", "one of 0, 1, 2, 3",
+            str(p.zero_stage));
+  positive("parallel_config.virtual_pipeline", p.virtual_pipeline);
+  for (size_t i = 0; i < p.stage_layers.size(); ++i)
+    positive(fmt::format("parallel_config.stage_layers[{}]", i), p.stage_layers[i]);
+  r.require(is_rank_order(p.rank_order), "parallel_config.rank_order",
+            "a permutation of tp, ep, dp, pp joined by '-' (e.g. tp-ep-dp-pp)", p.rank_order);
+  std::map<int, size_t> seen_devices;
+  for (size_t i = 0; i < p.device_list.size(); ++i) {
+    const std::string path = fmt::format("parallel_config.device_list[{}]", i);
+    non_negative(path, p.device_list[i]);
+    auto [it, inserted] = seen_devices.emplace(p.device_list[i], i);
+    if (!inserted)
+      r.fail_at(r.line_of(path), path,
+                fmt::format("rank {} is already listed at device_list[{}], expected distinct ranks", p.device_list[i],
+                            it->second));
+  }
+  non_negative("parallel_config.local_worker_num", p.local_worker_num);
+  r.require(p.collective_timeout > 0, "parallel_config.collective_timeout", "a positive number of seconds",
+            str(p.collective_timeout));
+
+  const TrainConfig& t = c.train;
+  positive("train.global_batch_size", t.global_batch_size);
+  positive("train.steps", t.steps);
+  r.require(t.lr > 0, "train.lr", "a positive number", str(t.lr));
+  r.require(t.min_lr >= 0, "train.min_lr", "a non-negative number", str(t.min_lr));
+  if (t.min_lr > t.lr) {
+    const std::string path = r.find("train.min_lr") || !r.find("train.lr") ? "train.min_lr" : "train.lr";
+    r.fail_at(r.line_of(path), r.written(path),
+              fmt::format("min_lr {} exceeds lr {}, expected 0 <= min_lr <= lr", t.min_lr, t.lr));
+  }
+  non_negative("train.warmup_steps", t.warmup_steps);
+  r.require(t.weight_decay >= 0, "train.weight_decay", "a non-negative number", str(t.weight_decay));
+  r.require(t.grad_clip >= 0, "train.grad_clip", "a non-negative number (0: no clipping)", str(t.grad_clip));
+  r.require(t.beta1 >= 0 && t.beta1 < 1, "train.beta1", "a number in [0, 1)", str(t.beta1));
+  r.require(t.beta2 >= 0 && t.beta2 < 1, "train.beta2", "a number in [0, 1)", str(t.beta2));
+  r.require(t.eps > 0, "train.eps", "a positive number", str(t.eps));
+  r.require(t.loss_scale.initial > 0, "train.loss_scale.initial", "a positive number", str(t.loss_scale.initial));
+  r.require(t.loss_scale.factor > 1, "train.loss_scale.factor", "a number > 1", str(t.loss_scale.factor));
+  positive("train.loss_scale.window", t.loss_scale.window);
+  positive("train.loss_scale.hysteresis", t.loss_scale.hysteresis);
+  non_negative("train.freeze_steps", t.freeze_steps);
+  positive("train.log_interval", t.log_interval);
+  non_negative("train.eval_interval", t.eval_interval);
+  positive("train.eval_batches", t.eval_batches);
+
+  r.require(!c.data.train.empty(), "data.train", "the path of a token shard", c.data.train);
+  r.require(c.checkpoint.keep >= 1, "checkpoint.keep", "a positive integer", str(c.checkpoint.keep));
+  non_negative("checkpoint.interval", c.checkpoint.interval);
+}
+
+// Writes `key: value` pairs into the YAML map being emitted.
+class MapWriter {
+ public:
+  explicit MapWriter(YAML::Emitter& out) : out_(out) {}
+
+  template <typename T>
+  MapWriter& operator()(const char* key, const T& value) {
+    out_ << YAML::Key << key << YAML::Value << value;
+    return *this;
+  }
+  // fmt's shortest round-trip form, so that parse_config reads back the exact same double.
+  MapWriter& operator()(const char* key, double value) { return (*this)(key, fmt::format("{}", value)); }
+  MapWriter& operator()(const char* key, std::string_view value) { return (*this)(key, std::string(value)); }
+  MapWriter& operator()(const char* key, const std::optional<double>& value) {
+    if (value) return (*this)(key, *value);
+    out_ << YAML::Key << key << YAML::Value << YAML::Null;
+    return *this;
+  }
+  MapWriter& operator()(const char* key, const std::vector<int>& values) {
+    out_ << YAML::Key << key << YAML::Value << YAML::Flow << values;
+    return *this;
+  }
+
+ private:
+  YAML::Emitter& out_;
+};
+
+}  // namespace
+
+Config parse_config(const std::string& yaml_text, const std::string& source_name) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::ParserException& e) {
+    fail("{}:{}:{}: invalid YAML: {}", source_name, e.mark.line + 1, e.mark.column + 1, e.msg);
+  }
+  ConfigReader reader(source_name);
+  Config config;
+  config.source = source_name;
+  if (!root.IsNull() && !root.IsMap())
+    reader.fail_at(root.Mark().line + 1, "",
+                   fmt::format("expected a map of sections (model, parallel_config, train, data, checkpoint), got {}",
+                               describe(root)));
+  Section top(reader, root, "", 1, {"model", "parallel_config", "train", "data", "checkpoint"});
+
+  Section model = top.section("model", {"vocab_size", "hidden_size", "num_layers", "num_heads", "ffn_hidden_size",
+                                        "seq_length", "tie_embeddings", "moe"});
+  read_model(model, config.model);
+
+  Section parallel = top.section(
+      "parallel_config",
+      {"data_parallel", "expert_parallel", "tensor_parallel", "pipeline_parallel", "micro_batch_num",
+       "gradient_aggregation_group", "recompute", "zero_stage", "pipeline_schedule", "virtual_pipeline",
+       "stage_layers", "rank_order", "device_list", "local_worker_num", "collective_timeout", "overlap_grad_reduce",
+       "model_parallel", "pipeline_stage", "enable_parallel_optimizer"});
+  read_parallel(reader, parallel, config.parallel);
+
+  Section train = top.section(
+      "train", {"global_batch_size", "steps", "lr", "min_lr", "warmup_steps", "weight_decay", "grad_clip", "beta1",
+                "beta2", "eps", "seed", "precision", "loss_scale", "grad_compression", "optimizer", "freeze_steps",
+                "log_interval", "eval_interval", "eval_batches", "metrics_file"});
+  read_train(train, config.train);
+
+  Section data = top.section("data", {"train", "valid", "tokenizer"});
+  data.require("train");
+  data.read("train", config.data.train);
+  data.read("valid", config.data.valid);
+  data.read("tokenizer", config.data.tokenizer);
+
+  Section checkpoint = top.section("checkpoint", {"dir", "interval", "keep"});
+  checkpoint.read("dir", config.checkpoint.dir);
+  checkpoint.read("interval", config.checkpoint.interval);
+  checkpoint.read("keep", config.checkpoint.keep);
+
+  validate(config, reader);
+  return config;
+}
+
+Config load_config(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) fail("cannot read config '{}': {}", path, std::strerror(errno));
+  std::stringstream text;
+  text << file.rdbuf();
+  if (file.bad()) fail("cannot read config '{}': read error", path);
+  return parse_config(text.str(), path);
+}
+
+std::string config_to_yaml(const Config& c) {
+  YAML::Emitter out;
+  MapWriter put(out);
+  const ModelConfig& m = c.model;
+  out << YAML::BeginMap << YAML::Key << "model" << YAML::Value << YAML::BeginMap;
+  put("vocab_size", m.vocab_size)("hidden_size", m.hidden_size)("num_layers", m.num_layers)("num_heads", m.num_heads);
+  put("ffn_hidden_size", m.ffn_hidden_size)("seq_length", m.seq_length)("tie_embeddings", m.tie_embeddings);
+  out << YAML::Key << "moe" << YAML::Value << YAML::BeginMap;
+  put("num_experts", m.moe.num_experts)("top_k", m.moe.top_k)("layer_freq", m.moe.layer_freq);
+  put("capacity_factor", m.moe.capacity_factor)("aux_loss_coeff", m.moe.aux_loss_coeff);
+  put("z_loss_coeff", m.moe.z_loss_coeff)("router_bias_update_rate", m.moe.router_bias_update_rate);
+  put("a2a_chunks", m.moe.a2a_chunks);
+  out << YAML::EndMap << YAML::EndMap;
+
+  const ParallelConfig& p = c.parallel;
+  out << YAML::Key << "parallel_config" << YAML::Value << YAML::BeginMap;
+  put("data_parallel", p.data_parallel)("expert_parallel", p.expert_parallel);
+  put("tensor_parallel", p.tensor_parallel)("pipeline_parallel", p.pipeline_parallel);
+  put("micro_batch_num", p.micro_batch_num)("gradient_aggregation_group", p.gradient_aggregation_group);
+  out << YAML::Key << "recompute" << YAML::Value;
+  if (p.recompute == RecomputeGranularity::kSelective)
+    out << YAML::Flow << YAML::BeginMap << YAML::Key << "granularity" << YAML::Value << "selective" << YAML::EndMap;
+  else
+    out << (p.recompute == RecomputeGranularity::kFull);
+  put("zero_stage", p.zero_stage)("pipeline_schedule", name_of(kScheduleNames, p.pipeline_schedule));
+  put("virtual_pipeline", p.virtual_pipeline)("stage_layers", p.stage_layers)("rank_order", p.rank_order);
+  put("device_list", p.device_list)("local_worker_num", p.local_worker_num);
+  put("collective_timeout", p.collective_timeout)("overlap_grad_reduce", p.overlap_grad_reduce);
+  out << YAML::EndMap;
+
+  const TrainConfig& t = c.train;
+  out << YAML::Key << "train" << YAML::Value << YAML::BeginMap;
+  put("global_batch_size", t.global_batch_size)("steps", t.steps)("lr", t.lr)("min_lr", t.min_lr);
+  put("warmup_steps", t.warmup_steps)("weight_decay", t.weight_decay)("grad_clip", t.grad_clip);
+  put("beta1", t.beta1)("beta2", t.beta2)("eps", t.eps)("seed", t.seed);
+  put("precision", name_of(kPrecisionNames, t.precision));
+  out << YAML::Key << "loss_scale" << YAML::Value << YAML::BeginMap;
+  put("initial", t.loss_scale.initial)("factor", t.loss_scale.factor)("window", t.loss_scale.window);
+  put("hysteresis", t.loss_scale.hysteresis);
+  out << YAML::EndMap;
+  put("grad_compression", name_of(kGradCompressionNames, t.grad_compression));
+  put("optimizer", name_of(kOptimizerNames, t.optimizer))("freeze_steps", t.freeze_steps);
+  put("log_interval", t.log_interval)("eval_interval", t.eval_interval)("eval_batches", t.eval_batches);
+  put("metrics_file", t.metrics_file);
+  out << YAML::EndMap;
+
+  out << YAML::Key << "data" << YAML::Value << YAML::BeginMap;
+  put("train", c.data.train)("valid", c.data.valid)("tokenizer", c.data.tokenizer);
+  out << YAML::EndMap << YAML::Key << "checkpoint" << YAML::Value << YAML::BeginMap;
+  put("dir", c.checkpoint.dir)("interval", c.checkpoint.interval)("keep", c.checkpoint.keep);
+  out << YAML::EndMap << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace moe4d

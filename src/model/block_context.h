@@ -1,0 +1,49 @@
+// model/block_context.h — what a transformer block needs to run one micro-batch.
+//
+// Blocks (attention, dense FFN, MoE) are residual sub-layers: out = in + f(RMSNorm(in)). Their
+// forward saves what backward needs in `saved` (the micro-batch's arena, alive until its backward);
+// temporaries go to `scratch`, which the caller resets after each block call. Gradients of the
+// block's parameters are accumulated into the ParamStore (they sum over micro-batches).
+#pragma once
+
+#include <vector>
+
+#include "config/config.h"
+#include "core/arena.h"
+#include "parallel/parallel_context.h"
+
+namespace moe4d {
+
+class ParamStore;
+struct RopeTable;
+
+// Per-MoE-layer routing statistics of one micro-batch, summed over micro-batches of a step.
+struct MoeLayerStats {
+  int layer = -1;
+  std::vector<double> tokens_per_expert;  // routed slots per (global) expert, before capacity
+  double dropped_slots = 0;               // slots dropped by the capacity limit
+  double routed_slots = 0;
+  double aux_loss = 0;                    // sum over micro-batches of the unscaled aux loss
+  double z_loss = 0;
+  int micro_batches = 0;
+};
+
+struct BlockContext {
+  ParallelContext& pc;
+  ParamStore& params;
+  const ModelConfig& model;
+  const RopeTable& rope;
+  Arena& saved;    // activations kept for backward
+  Arena& scratch;  // temporaries, reset by the caller between blocks
+  int batch = 0;   // sequences in this micro-batch (on this data replica)
+  int seq = 0;
+  // Weight of this micro-batch's loss in the step objective: the objective is the mean over all
+  // micro-batches of all data replicas, so grad_scale = 1 / (data_replicas * micro_batch_num).
+  float grad_scale = 1.0f;
+  RecomputeGranularity recompute = RecomputeGranularity::kNone;
+  std::vector<MoeLayerStats>* moe_stats = nullptr;  // null: don't record (evaluation)
+
+  int tokens() const { return batch * seq; }
+};
+
+}  // namespace moe4d

@@ -1,0 +1,81 @@
+#include "model/ffn_block.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "kernels/gemm.h"
+#include "kernels/optimizer_kernels.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/swiglu.h"
+#include "model/param_store.h"
+
+namespace moe4d {
+namespace {
+struct FfnSaved {
+  float* rstd;  // [T]
+  float* xn;    // [T, d]
+  float* h1;    // [T, f_local]  xn W1
+  float* h3;    // [T, f_local]  xn W3
+  float* g;     // [T, f_local]  silu(h1) * h3; null under selective recompute
+};
+}  // namespace
+
+FfnBlock::FfnBlock(int layer, const ModelConfig& model, const ParallelContext& pc, ParamStore& params)
+    : hidden_(model.hidden_size), local_ffn_(model.ffn_hidden_size / pc.tp_size()) {
+  const int tp = pc.tp_size(), tp_rank = pc.coord.tp;
+  const int64_t d = model.hidden_size, f = model.ffn_hidden_size;
+  const std::string prefix = fmt::format("layers.{}.", layer);
+  norm_id_ = params.add({.name = prefix + "ffn_norm.weight", .global_shape = {d}, .init = ParamInit::kOnes,
+                         .weight_decay = false, .tp_replicated = true, .layer = layer});
+  w1_id_ = params.add({.name = prefix + "ffn.w1.weight", .global_shape = {d, f}, .shards = {{1, tp, tp_rank}},
+                       .layer = layer});
+  w3_id_ = params.add({.name = prefix + "ffn.w3.weight", .global_shape = {d, f}, .shards = {{1, tp, tp_rank}},
+                       .layer = layer});
+  w2_id_ = params.add({.name = prefix + "ffn.w2.weight", .global_shape = {f, d}, .shards = {{0, tp, tp_rank}},
+                       .init_std = 0.02f / std::sqrt(2.0f * model.num_layers), .layer = layer});
+}
+
+void* FfnBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) const {
+  const int T = ctx.tokens(), d = hidden_, f = local_ffn_;
+  Arena& keep = ctx.recompute == RecomputeGranularity::kFull ? ctx.scratch : ctx.saved;
+  auto* s = keep.alloc<FfnSaved>(1);
+  s->rstd = keep.alloc_f32(T);
+  s->xn = keep.alloc_f32(size_t(T) * d);
+  s->h1 = keep.alloc_f32(size_t(T) * f);
+  s->h3 = keep.alloc_f32(size_t(T) * f);
+  s->g = ctx.recompute == RecomputeGranularity::kSelective ? nullptr : keep.alloc_f32(size_t(T) * f);
+  float* g = s->g ? s->g : ctx.scratch.alloc_f32(size_t(T) * f);
+
+  rmsnorm_forward(s->xn, s->rstd, x_in, ctx.params.value(norm_id_), T, d);
+  matmul_forward(s->h1, s->xn, ctx.params.value(w1_id_), T, d, f);
+  matmul_forward(s->h3, s->xn, ctx.params.value(w3_id_), T, d, f);
+  swiglu_forward(g, s->h1, s->h3, int64_t(T) * f);
+  matmul_forward(x_out, g, ctx.params.value(w2_id_), T, f, d);
+  if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(x_out, size_t(T) * d);
+  axpy(x_out, x_in, 1.0f, int64_t(T) * d);
+  return s;
+}
+
+void FfnBlock::backward(float* dx, const float* x_in, const void* saved, BlockContext& ctx) const {
+  const auto* s = static_cast<const FfnSaved*>(saved);
+  const int T = ctx.tokens(), d = hidden_, f = local_ffn_;
+  const float* g = s->g;
+  if (!g) {  // selective recompute: rebuild the gated activation
+    float* rebuilt = ctx.scratch.alloc_f32(size_t(T) * f);
+    swiglu_forward(rebuilt, s->h1, s->h3, int64_t(T) * f);
+    g = rebuilt;
+  }
+  float* dg = ctx.scratch.alloc_f32(size_t(T) * f);
+  matmul_backward(dg, ctx.params.grad(w2_id_), dx, g, ctx.params.value(w2_id_), T, f, d, false);
+  float* dh1 = ctx.scratch.alloc_f32(size_t(T) * f);
+  float* dh3 = ctx.scratch.alloc_f32(size_t(T) * f);
+  swiglu_backward(dh1, dh3, dg, s->h1, s->h3, int64_t(T) * f);
+  float* dxn = ctx.scratch.alloc_f32(size_t(T) * d);
+  matmul_backward(dxn, ctx.params.grad(w1_id_), dh1, s->xn, ctx.params.value(w1_id_), T, d, f, false);
+  matmul_backward(dxn, ctx.params.grad(w3_id_), dh3, s->xn, ctx.params.value(w3_id_), T, d, f, true);
+  if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(dxn, size_t(T) * d);
+  rmsnorm_backward(dx, ctx.params.grad(norm_id_), dxn, x_in, ctx.params.value(norm_id_), s->rstd, T, d);
+}
+
+}  // namespace moe4d

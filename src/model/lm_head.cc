@@ -1,0 +1,149 @@
+#include "model/lm_head.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cross_entropy.h"
+#include "kernels/embedding.h"
+#include "kernels/gemm.h"
+#include "kernels/rmsnorm.h"
+#include "model/param_store.h"
+
+namespace moe4d {
+namespace {
+struct HeadSaved {
+  float* rstd;    // [T]
+  float* xn;      // [T, d]
+  float* logits;  // [T, vocab_local]
+  float* max;     // [T] global row max
+  float* sumexp;  // [T] global sum of exp(logit - max)
+};
+}  // namespace
+
+TokenEmbedding::TokenEmbedding(const ModelConfig& model, const ParallelContext& pc, ParamStore& params,
+                               bool tied_copy)
+    : hidden_(model.hidden_size),
+      vocab_start_(model.vocab_size / pc.tp_size() * pc.coord.tp),
+      vocab_local_(model.vocab_size / pc.tp_size()) {
+  id_ = params.add({.name = "embed.weight",
+                    .global_shape = {model.vocab_size, model.hidden_size},
+                    .shards = {{0, pc.tp_size(), pc.coord.tp}},
+                    // The last stage's copy is used by the head, so its gradient is final with the head's.
+                    .layer = tied_copy ? model.num_layers : -1,
+                    .is_tied_copy = tied_copy});
+}
+
+void TokenEmbedding::forward(const int* tokens, float* out, BlockContext& ctx) const {
+  const int T = ctx.tokens();
+  embedding_forward(out, ctx.params.value(id_), tokens, T, hidden_, vocab_start_, vocab_local_);
+  if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(out, size_t(T) * hidden_);
+}
+
+void TokenEmbedding::backward(const int* tokens, const float* dout, BlockContext& ctx) const {
+  embedding_backward(ctx.params.grad(id_), dout, tokens, ctx.tokens(), hidden_, vocab_start_, vocab_local_);
+}
+
+LmHead::LmHead(const ModelConfig& model, const ParallelContext& pc, ParamStore& params, const TokenEmbedding* tied)
+    : tied_(tied != nullptr),
+      hidden_(model.hidden_size),
+      vocab_(model.vocab_size),
+      vocab_start_(model.vocab_size / pc.tp_size() * pc.coord.tp),
+      vocab_local_(model.vocab_size / pc.tp_size()) {
+  const int64_t d = model.hidden_size;
+  norm_id_ = params.add({.name = "final_norm.weight", .global_shape = {d}, .init = ParamInit::kOnes,
+                         .weight_decay = false, .tp_replicated = true, .layer = model.num_layers});
+  head_id_ = tied ? tied->param_id()
+                  : params.add({.name = "head.weight", .global_shape = {d, model.vocab_size},
+                                .shards = {{1, pc.tp_size(), pc.coord.tp}}, .layer = model.num_layers});
+}
+
+void LmHead::project(const float* xn, float* logits, int rows, BlockContext& ctx) const {
+  const float* w = ctx.params.value(head_id_);
+  if (tied_)  // logits = xn @ embed_shard^T, embed_shard [vocab_local, d]
+    gemm(false, true, rows, vocab_local_, hidden_, 1.0f, xn, hidden_, w, hidden_, 0.0f, logits, vocab_local_);
+  else
+    matmul_forward(logits, xn, w, rows, hidden_, vocab_local_);
+}
+
+void* LmHead::forward(const float* x, const int* targets, BlockContext& ctx, HeadOutput* out) const {
+  const int T = ctx.tokens(), d = hidden_, V = vocab_local_;
+  Arena& keep = ctx.saved;
+  auto* s = keep.alloc<HeadSaved>(1);
+  s->rstd = keep.alloc_f32(T);
+  s->xn = keep.alloc_f32(size_t(T) * d);
+  s->logits = keep.alloc_f32(size_t(T) * V);
+  s->max = keep.alloc_f32(T);
+  s->sumexp = keep.alloc_f32(T);
+  rmsnorm_forward(s->xn, s->rstd, x, ctx.params.value(norm_id_), T, d);
+  project(s->xn, s->logits, T, ctx);
+
+  Communicator* tp = ctx.pc.tp_size() > 1 ? ctx.pc.tp.get() : nullptr;
+  ce_row_max(s->max, s->logits, T, V);
+  if (tp) tp->all_reduce(s->max, T, ReduceOp::kMax);
+  ce_row_sumexp(s->sumexp, s->logits, s->max, T, V);
+  float* target_logit = ctx.scratch.alloc_f32(T);
+  ce_target_logit(target_logit, s->logits, targets, T, V, vocab_start_);
+  if (tp) {  // one all-reduce for both sums
+    float* both = ctx.scratch.alloc_f32(2 * size_t(T));
+    std::memcpy(both, s->sumexp, sizeof(float) * T);
+    std::memcpy(both + T, target_logit, sizeof(float) * T);
+    tp->all_reduce(both, 2 * size_t(T));
+    std::memcpy(s->sumexp, both, sizeof(float) * T);
+    std::memcpy(target_logit, both + T, sizeof(float) * T);
+  }
+  float* loss = ctx.scratch.alloc_f32(T);
+  ce_loss(loss, s->max, s->sumexp, target_logit, T);
+  if (out) {
+    double sum = 0;
+    for (int t = 0; t < T; ++t) sum += loss[t];
+    out->loss_sum += sum;
+    out->tokens += T;
+  }
+  return s;
+}
+
+void LmHead::backward(float* dx, const float* x, const int* targets, const void* saved, BlockContext& ctx) const {
+  const auto* s = static_cast<const HeadSaved*>(saved);
+  const int T = ctx.tokens(), d = hidden_, V = vocab_local_;
+  // d(grad_scale * mean CE) / d logits, in place over the saved logits (they are not needed again).
+  ce_backward(s->logits, s->logits, s->max, s->sumexp, targets, ctx.grad_scale / T, T, V, vocab_start_);
+  const float* dlogits = s->logits;
+  float* dxn = ctx.scratch.alloc_f32(size_t(T) * d);
+  float* w = ctx.params.value(head_id_);
+  float* dw = ctx.params.grad(head_id_);
+  if (tied_) {
+    // logits = xn W^T with W [V, d]: dxn = dlogits W, dW += dlogits^T xn.
+    gemm(false, false, T, d, V, 1.0f, dlogits, V, w, d, 0.0f, dxn, d);
+    gemm(true, false, V, d, T, 1.0f, dlogits, V, s->xn, d, 1.0f, dw, d);
+  } else {
+    matmul_backward(dxn, dw, dlogits, s->xn, w, T, d, V, false);
+  }
+  if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(dxn, size_t(T) * d);
+  std::memset(dx, 0, sizeof(float) * size_t(T) * d);
+  rmsnorm_backward(dx, ctx.params.grad(norm_id_), dxn, x, ctx.params.value(norm_id_), s->rstd, T, d);
+}
+
+void LmHead::logits_at(const float* x, int position, float* out, BlockContext& ctx) const {
+  const int B = ctx.batch, S = ctx.seq, d = hidden_, V = vocab_local_;
+  MOE4D_CHECK(position >= 0 && position < S);
+  float* last = ctx.scratch.alloc_f32(size_t(B) * d);
+  for (int b = 0; b < B; ++b)
+    std::memcpy(last + size_t(b) * d, x + (size_t(b) * S + position) * d, sizeof(float) * d);
+  float* rstd = ctx.scratch.alloc_f32(B);
+  float* xn = ctx.scratch.alloc_f32(size_t(B) * d);
+  rmsnorm_forward(xn, rstd, last, ctx.params.value(norm_id_), B, d);
+  float* local = ctx.scratch.alloc_f32(size_t(B) * V);
+  project(xn, local, B, ctx);
+  if (ctx.pc.tp_size() == 1) {
+    std::memcpy(out, local, sizeof(float) * size_t(B) * V);
+    return;
+  }
+  // Gather the vocab shards: gathered[r][b][v] -> out[b][r * V + v].
+  float* gathered = ctx.scratch.alloc_f32(size_t(ctx.pc.tp_size()) * B * V);
+  ctx.pc.tp->all_gather(local, gathered, size_t(B) * V, DType::kF32);
+  for (int r = 0; r < ctx.pc.tp_size(); ++r)
+    for (int b = 0; b < B; ++b)
+      std::memcpy(out + size_t(b) * vocab_ + size_t(r) * V, gathered + (size_t(r) * B + b) * V, sizeof(float) * V);
+}
+
+}  // namespace moe4d

@@ -1,0 +1,210 @@
+#include "model/moe_block.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "kernels/gemm.h"
+#include "kernels/moe_dispatch.h"
+#include "kernels/optimizer_kernels.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/router.h"
+#include "kernels/swiglu.h"
+#include "model/param_store.h"
+
+namespace moe4d {
+namespace {
+struct MoeSaved {
+  float* rstd;         // [T]
+  float* xn;           // [T, d]
+  float* probs;        // [T, E]
+  float* lse;          // [T]
+  int* topk_idx;       // [T, k]
+  float* topk_w;       // [T, k]
+  int* counts;         // [E]
+  int* row_slot;       // [T * k]
+  int* slot_row;       // [T * k]
+  float* xr;           // [R, d] rows at this rank's experts, grouped by local expert
+  float* h1;           // [R, f_local]
+  float* h3;           // [R, f_local]
+  float* g;            // [R, f_local]; null under selective recompute
+  float* y;            // [rows, d] expert outputs back at their source positions (TP partial sums)
+  ExpertExchangePlan plan;
+};
+}  // namespace
+
+MoeBlock::MoeBlock(int layer, const ModelConfig& model, ParallelContext& pc, ParamStore& params)
+    : layer_(layer),
+      hidden_(model.hidden_size),
+      local_ffn_(model.ffn_hidden_size / pc.tp_size()),
+      experts_(model.moe.num_experts),
+      local_experts_(model.moe.num_experts / pc.ep_size()),
+      top_k_(model.moe.top_k),
+      capacity_factor_(model.moe.capacity_factor),
+      aux_coeff_(static_cast<float>(model.moe.aux_loss_coeff)),
+      z_coeff_(static_cast<float>(model.moe.z_loss_coeff)),
+      exchange_(*pc.ep, model.moe.num_experts),
+      router_bias_(model.moe.num_experts, 0.0f) {
+  const int tp = pc.tp_size(), tp_rank = pc.coord.tp, ep = pc.ep_size(), ep_rank = pc.coord.ep;
+  const int64_t d = model.hidden_size, f = model.ffn_hidden_size, e = model.moe.num_experts;
+  const std::string prefix = fmt::format("layers.{}.", layer);
+  const float out_std = 0.02f / std::sqrt(2.0f * model.num_layers);
+  norm_id_ = params.add({.name = prefix + "ffn_norm.weight", .global_shape = {d}, .init = ParamInit::kOnes,
+                         .weight_decay = false, .tp_replicated = true, .layer = layer});
+  router_id_ = params.add({.name = prefix + "moe.router.weight", .global_shape = {d, e}, .tp_replicated = true,
+                           .layer = layer});
+  const ParamGroup expert = ParamGroup::kExpert;
+  w1_id_ = params.add({.name = prefix + "moe.experts.w1", .global_shape = {e, d, f},
+                       .shards = {{0, ep, ep_rank}, {2, tp, tp_rank}}, .group = expert, .layer = layer});
+  w3_id_ = params.add({.name = prefix + "moe.experts.w3", .global_shape = {e, d, f},
+                       .shards = {{0, ep, ep_rank}, {2, tp, tp_rank}}, .group = expert, .layer = layer});
+  w2_id_ = params.add({.name = prefix + "moe.experts.w2", .global_shape = {e, f, d},
+                       .shards = {{0, ep, ep_rank}, {1, tp, tp_rank}}, .group = expert, .init_std = out_std,
+                       .layer = layer});
+}
+
+int MoeBlock::capacity(int tokens) const {
+  if (!capacity_factor_) return -1;
+  return static_cast<int>(std::ceil(double(tokens) * top_k_ / experts_ * *capacity_factor_));
+}
+
+void MoeBlock::experts_forward(const float* xr, float* h1, float* h3, float* g, float* yr,
+                               const ExpertExchangePlan& plan, BlockContext& ctx) const {
+  const int d = hidden_, f = local_ffn_;
+  for (int e = 0; e < local_experts_; ++e) {
+    const int begin = plan.expert_offsets[e], n = plan.expert_offsets[e + 1] - begin;
+    if (n == 0) continue;
+    const size_t wsize = size_t(d) * f;
+    matmul_forward(h1 + size_t(begin) * f, xr + size_t(begin) * d, ctx.params.value(w1_id_) + e * wsize, n, d, f);
+    matmul_forward(h3 + size_t(begin) * f, xr + size_t(begin) * d, ctx.params.value(w3_id_) + e * wsize, n, d, f);
+    swiglu_forward(g + size_t(begin) * f, h1 + size_t(begin) * f, h3 + size_t(begin) * f, int64_t(n) * f);
+    matmul_forward(yr + size_t(begin) * d, g + size_t(begin) * f, ctx.params.value(w2_id_) + e * wsize, n, f, d);
+  }
+}
+
+void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) const {
+  const int T = ctx.tokens(), d = hidden_, f = local_ffn_, E = experts_, k = top_k_;
+  Arena& keep = ctx.recompute == RecomputeGranularity::kFull ? ctx.scratch : ctx.saved;
+  auto* s = keep.alloc<MoeSaved>(1);
+  s->rstd = keep.alloc_f32(T);
+  s->xn = keep.alloc_f32(size_t(T) * d);
+  s->probs = keep.alloc_f32(size_t(T) * E);
+  s->lse = keep.alloc_f32(T);
+  s->topk_idx = keep.alloc_i32(size_t(T) * k);
+  s->topk_w = keep.alloc_f32(size_t(T) * k);
+  s->counts = keep.alloc_i32(E);
+  s->row_slot = keep.alloc_i32(size_t(T) * k);
+  s->slot_row = keep.alloc_i32(size_t(T) * k);
+
+  rmsnorm_forward(s->xn, s->rstd, x_in, ctx.params.value(norm_id_), T, d);
+  float* logits = ctx.scratch.alloc_f32(size_t(T) * E);
+  matmul_forward(logits, s->xn, ctx.params.value(router_id_), T, d, E);
+  const bool use_bias = std::any_of(router_bias_.begin(), router_bias_.end(), [](float b) { return b != 0.0f; });
+  router_forward(s->probs, s->lse, s->topk_idx, s->topk_w, logits, use_bias ? router_bias_.data() : nullptr, T, E, k);
+  router_expert_counts(s->counts, s->topk_idx, T, E, k);
+
+  int* expert_offsets = ctx.scratch.alloc_i32(E + 1);
+  int* plan_scratch = ctx.scratch.alloc_i32(size_t(T) * k);
+  const int rows = moe_route_plan(expert_offsets, s->row_slot, s->slot_row, plan_scratch, s->topk_idx, s->topk_w, T,
+                                  E, k, capacity(T));
+  s->plan = exchange_.plan(expert_offsets, keep);
+  const ExpertExchangePlan& plan = s->plan;
+  const int R = plan.recv_rows;
+  const bool expert_parallel = plan.ep > 1;
+
+  // Token rows grouped by expert, then moved to the ranks holding those experts.
+  s->xr = keep.alloc_f32(size_t(R) * d);
+  float* xp = expert_parallel ? ctx.scratch.alloc_f32(size_t(rows) * d) : s->xr;
+  moe_permute_forward(xp, s->xn, s->row_slot, rows, k, d);
+  if (expert_parallel) exchange_.dispatch(xp, s->xr, d, plan, ctx.scratch);
+
+  s->h1 = keep.alloc_f32(size_t(R) * f);
+  s->h3 = keep.alloc_f32(size_t(R) * f);
+  s->g = ctx.recompute == RecomputeGranularity::kSelective ? nullptr : keep.alloc_f32(size_t(R) * f);
+  float* g = s->g ? s->g : ctx.scratch.alloc_f32(size_t(R) * f);
+  s->y = keep.alloc_f32(size_t(rows) * d);
+  float* yr = expert_parallel ? ctx.scratch.alloc_f32(size_t(R) * d) : s->y;
+  experts_forward(s->xr, s->h1, s->h3, g, yr, plan, ctx);
+  if (expert_parallel) exchange_.combine(yr, s->y, d, plan, ctx.scratch);
+  moe_unpermute_forward(x_out, s->y, s->slot_row, s->topk_w, T, k, d);
+  if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(x_out, size_t(T) * d);
+  axpy(x_out, x_in, 1.0f, int64_t(T) * d);
+
+  if (ctx.moe_stats) {
+    MoeLayerStats* st = nullptr;
+    for (MoeLayerStats& candidate : *ctx.moe_stats)
+      if (candidate.layer == layer_) st = &candidate;
+    MOE4D_CHECK_MSG(st != nullptr, "no stats slot for MoE layer {}", layer_);
+    for (int e = 0; e < E; ++e) st->tokens_per_expert[e] += s->counts[e];
+    st->routed_slots += double(T) * k;
+    st->dropped_slots += double(T) * k - rows;
+    st->aux_loss += router_aux_loss(s->probs, s->counts, T, E, k);
+    st->z_loss += router_z_loss(s->lse, T);
+    st->micro_batches += 1;
+  }
+  return s;
+}
+
+void MoeBlock::backward(float* dx, const float* x_in, const void* saved, BlockContext& ctx) const {
+  const auto* s = static_cast<const MoeSaved*>(saved);
+  const ExpertExchangePlan& plan = s->plan;
+  const int T = ctx.tokens(), d = hidden_, f = local_ffn_, E = experts_, k = top_k_;
+  const int rows = plan.send_rows, R = plan.recv_rows;
+  const bool expert_parallel = plan.ep > 1;
+
+  // Combine backward: gradients of the expert outputs and of the router weights.
+  float* dy = ctx.scratch.alloc_f32(size_t(rows) * d);
+  float* dtopk_w = ctx.scratch.alloc_f32(size_t(T) * k);
+  moe_unpermute_backward(dy, dtopk_w, dx, s->y, s->slot_row, s->topk_w, T, k, d);
+  // y holds TP partial sums, so each rank's dot products are partial too.
+  if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(dtopk_w, size_t(T) * k);
+
+  float* dyr = dy;
+  if (expert_parallel) {
+    dyr = ctx.scratch.alloc_f32(size_t(R) * d);
+    exchange_.dispatch(dy, dyr, d, plan, ctx.scratch);
+  }
+  float* dxr = ctx.scratch.alloc_f32(size_t(R) * d);
+  const float* g = s->g;
+  if (!g) {
+    float* rebuilt = ctx.scratch.alloc_f32(size_t(R) * f);
+    swiglu_forward(rebuilt, s->h1, s->h3, int64_t(R) * f);
+    g = rebuilt;
+  }
+  float* dg = ctx.scratch.alloc_f32(size_t(R) * f);
+  float* dh1 = ctx.scratch.alloc_f32(size_t(R) * f);
+  float* dh3 = ctx.scratch.alloc_f32(size_t(R) * f);
+  const size_t wsize = size_t(d) * f;
+  for (int e = 0; e < local_experts_; ++e) {
+    const int begin = plan.expert_offsets[e], n = plan.expert_offsets[e + 1] - begin;
+    if (n == 0) continue;
+    const size_t rf = size_t(begin) * f, rd = size_t(begin) * d;
+    matmul_backward(dg + rf, ctx.params.grad(w2_id_) + e * wsize, dyr + rd, g + rf, ctx.params.value(w2_id_) + e * wsize,
+                    n, f, d, false);
+    swiglu_backward(dh1 + rf, dh3 + rf, dg + rf, s->h1 + rf, s->h3 + rf, int64_t(n) * f);
+    matmul_backward(dxr + rd, ctx.params.grad(w1_id_) + e * wsize, dh1 + rf, s->xr + rd,
+                    ctx.params.value(w1_id_) + e * wsize, n, d, f, false);
+    matmul_backward(dxr + rd, ctx.params.grad(w3_id_) + e * wsize, dh3 + rf, s->xr + rd,
+                    ctx.params.value(w3_id_) + e * wsize, n, d, f, true);
+  }
+  float* dxp = dxr;
+  if (expert_parallel) {
+    dxp = ctx.scratch.alloc_f32(size_t(rows) * d);
+    exchange_.combine(dxr, dxp, d, plan, ctx.scratch);
+  }
+  float* dxn = ctx.scratch.alloc_f32(size_t(T) * d);
+  std::memset(dxn, 0, sizeof(float) * size_t(T) * d);
+  moe_permute_backward(dxn, dxp, s->row_slot, rows, k, d);
+  // The expert path's input gradient is a TP partial sum; the router's (below) is not.
+  if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(dxn, size_t(T) * d);
+
+  float* dlogits = ctx.scratch.alloc_f32(size_t(T) * E);
+  router_backward(dlogits, dtopk_w, s->probs, s->lse, s->topk_idx, s->topk_w, s->counts, T, E, k,
+                  aux_coeff_ * ctx.grad_scale, z_coeff_ * ctx.grad_scale);
+  matmul_backward(dxn, ctx.params.grad(router_id_), dlogits, s->xn, ctx.params.value(router_id_), T, d, E, true);
+  rmsnorm_backward(dx, ctx.params.grad(norm_id_), dxn, x_in, ctx.params.value(norm_id_), s->rstd, T, d);
+}
+
+}  // namespace moe4d

@@ -1,0 +1,15 @@
+// train/feature_gate.h — config values the schema knows but this build cannot train with yet.
+//
+// The config schema (design.md §5) is complete from day one so that configs written for the full
+// system parse; a value whose feature is not implemented is refused here, at start-up, with a
+// clear message, instead of being accepted and silently ignored.
+#pragma once
+
+#include "config/config.h"
+
+namespace moe4d {
+
+// Throws moe4d::Error naming the first unsupported key and value.
+void check_training_support(const Config& config);
+
+}  // namespace moe4d

@@ -1,0 +1,286 @@
+#include "train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "data/window_sampler.h"
+#include "kernels/optimizer_kernels.h"
+#include "model/model_flops.h"
+#include "train/lr_schedule.h"
+#include "train/tensor_gather.h"
+
+namespace moe4d {
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Communication time of one step, per group kind.
+struct CommSnapshot {
+  CommStats tp, ep, dp, pp, other;
+};
+CommSnapshot snapshot(ParallelContext& pc) {
+  CommSnapshot s;
+  s.tp = pc.tp->stats();
+  s.ep = pc.ep->stats();
+  s.dp = pc.dp->stats();
+  s.dp.add(pc.dp_ep->stats());
+  s.pp = pc.pp->stats();
+  if (pc.embed) s.pp.add(pc.embed->stats());
+  s.other = pc.world->stats();
+  return s;
+}
+nlohmann::json comm_json(const CommStats& after, const CommStats& before, double* exposed_total) {
+  double busy = 0, exposed = 0, bytes = 0;
+  for (int op = 0; op < static_cast<int>(CommOp::kCount); ++op) {
+    busy += after.ops[op].busy_seconds - before.ops[op].busy_seconds;
+    exposed += after.ops[op].exposed_seconds - before.ops[op].exposed_seconds;
+    bytes += double(after.ops[op].bytes - before.ops[op].bytes);
+  }
+  *exposed_total += exposed;
+  return {{"busy_s", busy}, {"exposed_s", exposed}, {"bytes", bytes}};
+}
+}  // namespace
+
+Trainer::Trainer(const Config& config, ParallelContext& pc, TrainerOptions options)
+    : config_(config), pc_(pc), options_(std::move(options)) {
+  const ParallelConfig& par = config.parallel;
+  micro_batch_size_ = static_cast<int>(config.train.global_batch_size / (par.data_replicas() * par.micro_batch_num));
+  model_ = std::make_unique<Transformer>(config.model, pc, my_chunks(), params_);
+  params_.finalize();
+  params_.init_values(config.train.seed);
+  optimizer_ = std::make_unique<AdamW>(params_, config.train);
+  grad_sync_ = std::make_unique<GradSync>(params_, pc, par.gradient_aggregation_group, par.overlap_grad_reduce,
+                                          config.model.num_layers);
+
+  train_data_ = std::make_unique<TokenDataset>(TokenDataset::open(config.data.train));
+  if (!config.data.valid.empty())
+    valid_data_ = std::make_unique<TokenDataset>(TokenDataset::open(config.data.valid));
+  for (const TokenDataset* data : {train_data_.get(), valid_data_.get()}) {
+    if (data && data->vocab_size() > config.model.vocab_size)
+      fail("{}: the token shard has vocab_size {}, larger than model.vocab_size {} ({})", config.source,
+           data->vocab_size(), config.model.vocab_size, data->paths().json);
+  }
+  for (int l = 0; l < config.model.num_layers; ++l)
+    if (config.model.is_moe_layer(l)) moe_layers_.push_back(l);
+  for (MoeBlock* block : model_->moe_blocks())
+    moe_stats_.push_back({.layer = block->layer(),
+                          .tokens_per_expert = std::vector<double>(config.model.moe.num_experts, 0.0)});
+
+  const size_t tokens = size_t(micro_batch_size_) * config.model.seq_length;
+  tokens_.resize(tokens);
+  targets_.resize(tokens);
+  if (!options_.resume_from.empty()) load_checkpoint(options_.resume_from);
+
+  if (pc_.rank == 0) {
+    std::string path = options_.metrics_path;
+    if (path.empty()) path = config.train.metrics_file;
+    if (path.empty()) path = config.checkpoint.dir.empty() ? "metrics.jsonl" : config.checkpoint.dir + "/metrics.jsonl";
+    metrics_ = MetricsWriter(path, step_);
+  }
+}
+
+Trainer::~Trainer() = default;
+
+std::vector<ChunkSpec> Trainer::my_chunks() const {
+  const ModelConfig& m = config_.model;
+  return {ChunkSpec{.first_layer = 0, .num_layers = m.num_layers, .has_embedding = true, .has_head = true}};
+}
+
+void Trainer::fill_micro_batch(int64_t step, int global_micro_batch, const TokenDataset& data, bool eval) {
+  const int S = config_.model.seq_length, b = micro_batch_size_;
+  const int64_t first = int64_t(global_micro_batch) * b;
+  if (!eval) {
+    fill_batch(data, config_.train.seed, step, first, b, S, tokens_.data(), targets_.data());
+    return;
+  }
+  const int64_t windows = int64_t(config_.train.eval_batches) * config_.train.global_batch_size;
+  for (int i = 0; i < b; ++i)
+    sample_eval_window(data, first + i, windows, S, tokens_.data() + size_t(i) * S, targets_.data() + size_t(i) * S);
+}
+
+double Trainer::clip_gradients() {
+  double sum = 0;
+  for (int id = 0; id < params_.size(); ++id)
+    if (is_canonical_copy(params_.info(id), pc_.coord)) sum += sum_squares(params_.grad(id), params_.info(id).numel());
+  pc_.world->all_reduce(&sum, 1, DType::kF64, ReduceOp::kSum);
+  return std::sqrt(sum);
+}
+
+StepResult Trainer::train_step() {
+  const auto t0 = Clock::now();
+  const ParallelConfig& par = config_.parallel;
+  const int m = par.micro_batch_num, replicas = par.data_replicas();
+  const int64_t step = step_ + 1;
+  const CommSnapshot comm_before = snapshot(pc_);
+  params_.zero_grads();
+  for (MoeLayerStats& s : moe_stats_) {
+    std::fill(s.tokens_per_expert.begin(), s.tokens_per_expert.end(), 0.0);
+    s.dropped_slots = s.routed_slots = s.aux_loss = s.z_loss = 0;
+    s.micro_batches = 0;
+  }
+
+  double ce_sum = 0;  // sum over this replica's micro-batches of their mean cross-entropy
+  const GradReadyFn on_ready = [this](int layer) { grad_sync_->on_layer_ready(layer); };
+  for (int j = 0; j < m; ++j) {
+    fill_micro_batch(step, pc_.data_replica() * m + j, *train_data_, false);
+    BlockContext ctx{pc_,      params_,          config_.model, model_->rope(), state_.arena, scratch_,
+                     micro_batch_size_, config_.model.seq_length, 1.0f / float(replicas * m), par.recompute,
+                     &moe_stats_};
+    HeadOutput head;
+    model_->forward(0, tokens_.data(), targets_.data(), nullptr, state_, ctx, &head);
+    const bool last = j == m - 1;
+    if (last) grad_sync_->begin();
+    model_->backward(0, nullptr, nullptr, state_, ctx, last ? on_ready : GradReadyFn{});
+    if (head.tokens > 0) ce_sum += head.loss_sum / head.tokens;
+  }
+  grad_sync_->finish();
+
+  // One world reduction carries the step's scalars and the expert load. Each value is contributed by
+  // exactly one rank per data replica (TP rank 0 of the stage that computes it).
+  const int E = std::max(config_.model.moe.num_experts, 1);
+  const size_t load_size = moe_layers_.size() * size_t(E);
+  std::vector<double> reduced(5 + load_size, 0.0);
+  if (pc_.coord.tp == 0) {
+    reduced[0] = ce_sum;
+    for (const MoeLayerStats& s : moe_stats_) {
+      reduced[1] += s.aux_loss;
+      reduced[2] += s.z_loss;
+      reduced[3] += s.dropped_slots;
+      reduced[4] += s.routed_slots;
+      const size_t slot = std::find(moe_layers_.begin(), moe_layers_.end(), s.layer) - moe_layers_.begin();
+      for (int e = 0; e < E; ++e) reduced[5 + slot * E + e] = s.tokens_per_expert[e];
+    }
+  }
+  pc_.world->all_reduce(reduced.data(), reduced.size(), DType::kF64, ReduceOp::kSum);
+
+  StepResult r;
+  r.step = step;
+  const double micro_batches = double(replicas) * m;
+  r.loss = reduced[0] / micro_batches;
+  r.aux_loss = reduced[1] / micro_batches;
+  r.z_loss = reduced[2] / micro_batches;
+  r.total_loss = r.loss + config_.model.moe.aux_loss_coeff * r.aux_loss + config_.model.moe.z_loss_coeff * r.z_loss;
+  r.grad_norm = clip_gradients();
+  const double clip = config_.train.grad_clip;
+  const float grad_scale = clip > 0 && r.grad_norm > clip ? float(clip / (r.grad_norm + 1e-6)) : 1.0f;
+  r.lr = learning_rate(int(step), config_.train.steps, config_.train.warmup_steps, config_.train.lr,
+                       config_.train.min_lr);
+  optimizer_->step(step, r.lr, grad_scale);
+  std::vector<double> load(reduced.begin() + 5, reduced.end());
+  if (config_.model.moe.router_bias_update_rate > 0) update_router_bias(load);
+  step_ = step;
+  r.seconds = seconds_since(t0);
+
+  // Timing breakdown.
+  const CommSnapshot comm_after = snapshot(pc_);
+  double exposed = 0;
+  nlohmann::json comm = {{"tp", comm_json(comm_after.tp, comm_before.tp, &exposed)},
+                         {"ep", comm_json(comm_after.ep, comm_before.ep, &exposed)},
+                         {"dp", comm_json(comm_after.dp, comm_before.dp, &exposed)},
+                         {"pp", comm_json(comm_after.pp, comm_before.pp, &exposed)},
+                         {"other", comm_json(comm_after.other, comm_before.other, &exposed)}};
+  r.record = step_record(r, load, reduced[3], reduced[4], r.seconds);
+  r.record["time"] = {{"step_s", r.seconds}, {"compute_s", r.seconds - exposed}, {"comm_exposed_s", exposed},
+                      {"comm", comm}};
+  return r;
+}
+
+nlohmann::json Trainer::step_record(const StepResult& r, const std::vector<double>& load, double dropped,
+                                    double routed, double step_seconds) {
+  const double tokens = double(config_.train.global_batch_size) * config_.model.seq_length;
+  nlohmann::json rec = {{"step", r.step},          {"loss", r.loss},        {"total_loss", r.total_loss},
+                        {"lr", r.lr},              {"grad_norm", r.grad_norm}, {"tokens", tokens},
+                        {"tokens_per_s", tokens / step_seconds},
+                        {"model_tflops_per_s", tokens * model_flops_per_token(config_.model) / step_seconds / 1e12}};
+  if (config_.model.is_moe()) {
+    const int E = config_.model.moe.num_experts;
+    nlohmann::json layers = nlohmann::json::array();
+    for (size_t i = 0; i < moe_layers_.size(); ++i) {
+      const auto begin = load.begin() + i * E, end = begin + E;
+      const double mean = std::accumulate(begin, end, 0.0) / E;
+      const double mx = *std::max_element(begin, end), mn = *std::min_element(begin, end);
+      layers.push_back({{"layer", moe_layers_[i]}, {"tokens_per_expert", std::vector<double>(begin, end)},
+                        {"min", mn}, {"mean", mean}, {"max", mx}, {"imbalance", mean > 0 ? mx / mean : 0.0}});
+    }
+    rec["moe"] = {{"aux_loss", r.aux_loss}, {"z_loss", r.z_loss}, {"dropped_slots", dropped},
+                  {"dropped_fraction", routed > 0 ? dropped / routed : 0.0}, {"layers", layers}};
+  }
+  return rec;
+}
+
+void Trainer::update_router_bias(const std::vector<double>& load) {
+  // DeepSeek-V3 aux-loss-free balancing: raise the selection bias of under-loaded experts and lower
+  // it for over-loaded ones by a fixed step. Every rank sees the same global load, so biases agree.
+  const int E = config_.model.moe.num_experts;
+  const float rate = static_cast<float>(config_.model.moe.router_bias_update_rate);
+  for (MoeBlock* block : model_->moe_blocks()) {
+    const size_t slot = std::find(moe_layers_.begin(), moe_layers_.end(), block->layer()) - moe_layers_.begin();
+    const double mean = std::accumulate(load.begin() + slot * E, load.begin() + (slot + 1) * E, 0.0) / E;
+    for (int e = 0; e < E; ++e) {
+      const double l = load[slot * E + e];
+      block->router_bias()[e] += l < mean ? rate : (l > mean ? -rate : 0.0f);
+    }
+  }
+}
+
+double Trainer::evaluate() {
+  if (!valid_data_) return std::nan("");
+  const ParallelConfig& par = config_.parallel;
+  const int per_replica = config_.train.eval_batches * par.micro_batch_num;
+  double ce_sum = 0;
+  for (int j = 0; j < per_replica; ++j) {
+    fill_micro_batch(0, pc_.data_replica() * per_replica + j, *valid_data_, true);
+    BlockContext ctx{pc_, params_, config_.model, model_->rope(), state_.arena, scratch_, micro_batch_size_,
+                     config_.model.seq_length, 1.0f, RecomputeGranularity::kNone, nullptr};
+    HeadOutput head;
+    model_->forward(0, tokens_.data(), targets_.data(), nullptr, state_, ctx, &head);
+    state_.arena.reset();
+    if (head.tokens > 0) ce_sum += head.loss_sum / head.tokens;
+  }
+  double total = pc_.coord.tp == 0 ? ce_sum : 0.0;
+  pc_.world->all_reduce(&total, 1, DType::kF64, ReduceOp::kSum);
+  return total / (double(par.data_replicas()) * per_replica);
+}
+
+std::map<std::string, FullTensor> Trainer::gather_parameters() {
+  return gather_full_tensors(pc_, params_, [this](int id) { return params_.value(id); });
+}
+
+void Trainer::run() {
+  const int total = config_.train.steps;
+  const int64_t stop = options_.exit_after > 0 ? std::min<int64_t>(total, step_ + options_.exit_after) : total;
+  const auto t0 = Clock::now();
+  const int64_t first = step_;
+  while (step_ < stop) {
+    StepResult r = train_step();
+    const int eval_every = config_.train.eval_interval;
+    if (eval_every > 0 && (step_ % eval_every == 0 || step_ == total) && valid_data_) {
+      r.record["val_loss"] = evaluate();
+    }
+    if (pc_.rank == 0) {
+      metrics_.write(r.record);
+      if (!options_.quiet && (step_ % config_.train.log_interval == 0 || step_ == stop)) {
+        const double elapsed = seconds_since(t0);
+        const double eta = elapsed / double(step_ - first) * double(stop - step_);
+        std::string line = fmt::format("step {:>5}/{} | loss {:.4f}", step_, total, r.loss);
+        if (config_.model.is_moe()) line += fmt::format(" | aux {:.4f}", r.aux_loss);
+        if (r.record.contains("val_loss")) line += fmt::format(" | val {:.4f}", r.record["val_loss"].get<double>());
+        line += fmt::format(" | lr {:.2e} | gnorm {:.3f} | {} tok/s | {:.0f} ms/step | eta {}", r.lr, r.grad_norm,
+                            format_count(r.record["tokens_per_s"].get<double>()), r.seconds * 1e3,
+                            format_duration(eta));
+        fmt::print("{}\n", line);
+        std::fflush(stdout);
+      }
+    }
+    const int interval = config_.checkpoint.interval;
+    if (!config_.checkpoint.dir.empty() && ((interval > 0 && step_ % interval == 0) || step_ == total))
+      save_checkpoint();
+  }
+}
+
+}  // namespace moe4d

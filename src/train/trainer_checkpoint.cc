@@ -1,0 +1,106 @@
+// train/trainer_checkpoint.cc — Trainer::save_checkpoint / load_checkpoint.
+//
+// A checkpoint holds full (unsharded) tensors under their global names: model.safetensors
+// (parameters), optimizer.safetensors (AdamW's exp_avg.<name> and exp_avg_sq.<name>) and state.json
+// (step, the config, the routers' balancing biases). The data position needs no state: batches are
+// a pure function of (seed, step). So a run resumed from step s continues bit-exactly, and any
+// parallel layout can load any checkpoint.
+#include <fmt/format.h>
+
+#include "checkpoint/checkpoint.h"
+#include "config/config_loader.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "train/trainer.h"
+
+namespace moe4d {
+namespace {
+NamedTensors as_named(std::map<std::string, FullTensor>& tensors, const std::string& prefix) {
+  NamedTensors out;
+  for (auto& [name, t] : tensors) out.emplace_back(prefix + name, Tensor::f32(t.data.f32(), t.shape));
+  return out;
+}
+}  // namespace
+
+void Trainer::save_checkpoint() {
+  auto values = gather_full_tensors(pc_, params_, [this](int id) { return params_.value(id); });
+  auto exp_avg = gather_full_tensors(pc_, params_, [this](int id) { return optimizer_->exp_avg(id); });
+  auto exp_avg_sq = gather_full_tensors(pc_, params_, [this](int id) { return optimizer_->exp_avg_sq(id); });
+  // Router biases of every MoE layer, contributed by one rank of each pipeline stage.
+  const int E = config_.model.moe.num_experts;
+  std::vector<double> bias(moe_layers_.size() * size_t(E), 0.0);
+  if (pc_.coord.tp == 0 && pc_.coord.dp == 0 && pc_.coord.ep == 0)
+    for (MoeBlock* block : model_->moe_blocks()) {
+      const size_t slot = std::find(moe_layers_.begin(), moe_layers_.end(), block->layer()) - moe_layers_.begin();
+      for (int e = 0; e < E; ++e) bias[slot * E + e] = block->router_bias()[e];
+    }
+  if (!bias.empty()) pc_.world->all_reduce(bias.data(), bias.size(), DType::kF64, ReduceOp::kSum);
+
+  // Rank 0 writes; the outcome is shared so that every rank fails together if the write fails.
+  std::string error;
+  if (pc_.rank == 0) {
+    try {
+      CheckpointWriter writer(config_.checkpoint.dir, step_);
+      writer.add_safetensors("model.safetensors", as_named(values, ""), {{"format", "moe4d"}});
+      NamedTensors optimizer_state = as_named(exp_avg, "exp_avg.");
+      for (auto& entry : as_named(exp_avg_sq, "exp_avg_sq.")) optimizer_state.push_back(entry);
+      writer.add_safetensors("optimizer.safetensors", optimizer_state, {{"optimizer", "adamw"}});
+      nlohmann::json biases = nlohmann::json::object();
+      for (size_t i = 0; i < moe_layers_.size(); ++i)
+        biases[std::to_string(moe_layers_[i])] = std::vector<double>(bias.begin() + i * E, bias.begin() + (i + 1) * E);
+      writer.add_json("state.json", {{"step", step_},
+                                     {"config", config_to_yaml(config_)},
+                                     {"router_bias", biases},
+                                     {"layout",
+                                      {{"data_parallel", pc_.dp_size()},
+                                       {"expert_parallel", pc_.ep_size()},
+                                       {"tensor_parallel", pc_.tp_size()},
+                                       {"pipeline_parallel", pc_.pp_size()}}}});
+      const std::string path = writer.commit(config_.checkpoint.keep);
+      if (!options_.quiet) log_info("checkpoint written: {}", path);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  int failed = error.empty() ? 0 : 1;
+  pc_.world->all_reduce(&failed, 1, DType::kI32, ReduceOp::kMax);
+  if (failed) fail("{}", error.empty() ? "checkpoint write failed on rank 0" : error);
+}
+
+void Trainer::load_checkpoint(const std::string& path) {
+  const Checkpoint checkpoint = Checkpoint::open(path);
+  const SafetensorsFile& model = checkpoint.tensors("model.safetensors");
+  const SafetensorsFile& optimizer = checkpoint.tensors("optimizer.safetensors");
+  const std::string origin = checkpoint.path();
+  auto tensor = [&](const SafetensorsFile& file, const std::string& name) -> const Tensor& {
+    if (!file.contains(name))
+      fail("checkpoint {}: {} has no tensor '{}' (was it written for another model config?)", origin,
+           file.path(), name);
+    return file.tensor(name);
+  };
+  for (int id = 0; id < params_.size(); ++id) {
+    const ParamInfo& info = params_.info(id);
+    copy_shard_from_full(info, tensor(model, info.name), params_.value(id), origin);
+    copy_shard_from_full(info, tensor(optimizer, "exp_avg." + info.name), optimizer_->exp_avg(id), origin);
+    copy_shard_from_full(info, tensor(optimizer, "exp_avg_sq." + info.name), optimizer_->exp_avg_sq(id), origin);
+  }
+  const nlohmann::json state = checkpoint.json("state.json");
+  for (MoeBlock* block : model_->moe_blocks()) {
+    const std::string key = std::to_string(block->layer());
+    if (!state.contains("router_bias") || !state["router_bias"].contains(key))
+      fail("checkpoint {}: state.json has no router bias for MoE layer {}", origin, key);
+    const std::vector<double> bias = state["router_bias"][key];
+    if (bias.size() != block->router_bias().size())
+      fail("checkpoint {}: router bias of layer {} has {} experts, this model has {}", origin, key, bias.size(),
+           block->router_bias().size());
+    std::copy(bias.begin(), bias.end(), block->router_bias().begin());
+  }
+  step_ = checkpoint.step();
+  if (step_ >= config_.train.steps && pc_.rank == 0)
+    log_warn("checkpoint {} is at step {}, train.steps is {}: nothing left to train", origin, step_,
+             config_.train.steps);
+  else if (pc_.rank == 0 && !options_.quiet)
+    log_info("resumed from {} (step {})", origin, step_);
+}
+
+}  // namespace moe4d

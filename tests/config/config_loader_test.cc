@@ -1,0 +1,414 @@
+// Tests of config/config_loader.h: a full config round-trips through config_to_yaml, defaults and
+// MindFormers aliases apply, and every kind of bad input gets its exact one-line message.
+#include "config/config_loader.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "core/error.h"
+
+namespace moe4d {
+namespace {
+
+// The smallest valid config: only the required keys.
+constexpr const char* kMinimal = R"(model:
+  vocab_size: 512
+  hidden_size: 64
+  num_layers: 2
+  num_heads: 4
+  ffn_hidden_size: 128
+  seq_length: 32
+train:
+  global_batch_size: 8
+  steps: 10
+data:
+  train: data/train.bin
+)";
+
+// A config that sets every key to a non-default value, so that a round trip through
+// config_to_yaml proves that every field is written and read back.
+constexpr const char* kFull = R"(model:
+  vocab_size: 32000
+  hidden_size: 256
+  num_layers: 6
+  num_heads: 8
+  ffn_hidden_size: 704
+  seq_length: 128
+  tie_embeddings: true
+  moe:
+    num_experts: 8
+    top_k: 1
+    layer_freq: 2
+    capacity_factor: 1.25
+    aux_loss_coeff: 0.001
+    z_loss_coeff: 1e-4
+    router_bias_update_rate: 0.003
+    a2a_chunks: 2
+parallel_config:
+  data_parallel: 2
+  expert_parallel: 4
+  tensor_parallel: 2
+  pipeline_parallel: 3
+  micro_batch_num: 6
+  gradient_aggregation_group: 3
+  recompute: {granularity: selective}
+  zero_stage: 2
+  pipeline_schedule: interleaved
+  virtual_pipeline: 2
+  stage_layers: [1, 1, 1, 1, 1, 1]
+  rank_order: ep-tp-pp-dp
+  device_list: [3, 2, 1, 0]
+  local_worker_num: 8
+  collective_timeout: 42.5
+  overlap_grad_reduce: false
+train:
+  global_batch_size: 96
+  steps: 1000
+  lr: 6.0e-4
+  min_lr: 1.0e-5
+  warmup_steps: 100
+  weight_decay: 0.05
+  grad_clip: 0.5
+  beta1: 0.8
+  beta2: 0.99
+  eps: 1.0e-6
+  seed: 18446744073709551615
+  precision: bf16
+  loss_scale: {initial: 1024, factor: 4, window: 200, hysteresis: 3}
+  grad_compression: fp16
+  optimizer: onebit_adam
+  freeze_steps: 50
+  log_interval: 10
+  eval_interval: 100
+  eval_batches: 8
+  metrics_file: "runs/with: colon.jsonl"
+data:
+  train: data/train.bin
+  valid: data/valid.bin
+  tokenizer: "null"
+checkpoint:
+  dir: runs/ckpt
+  interval: 50
+  keep: 3
+)";
+
+// Field-by-field equality of everything a YAML key sets (Config::source is not a key).
+void expect_same(const Config& a, const Config& b) {
+  const ModelConfig& x = a.model;
+  const ModelConfig& y = b.model;
+  EXPECT_EQ(x.vocab_size, y.vocab_size);
+  EXPECT_EQ(x.hidden_size, y.hidden_size);
+  EXPECT_EQ(x.num_layers, y.num_layers);
+  EXPECT_EQ(x.num_heads, y.num_heads);
+  EXPECT_EQ(x.ffn_hidden_size, y.ffn_hidden_size);
+  EXPECT_EQ(x.seq_length, y.seq_length);
+  EXPECT_EQ(x.tie_embeddings, y.tie_embeddings);
+  EXPECT_EQ(x.moe.num_experts, y.moe.num_experts);
+  EXPECT_EQ(x.moe.top_k, y.moe.top_k);
+  EXPECT_EQ(x.moe.layer_freq, y.moe.layer_freq);
+  EXPECT_EQ(x.moe.capacity_factor, y.moe.capacity_factor);
+  EXPECT_EQ(x.moe.aux_loss_coeff, y.moe.aux_loss_coeff);
+  EXPECT_EQ(x.moe.z_loss_coeff, y.moe.z_loss_coeff);
+  EXPECT_EQ(x.moe.router_bias_update_rate, y.moe.router_bias_update_rate);
+  EXPECT_EQ(x.moe.a2a_chunks, y.moe.a2a_chunks);
+  const ParallelConfig& p = a.parallel;
+  const ParallelConfig& q = b.parallel;
+  EXPECT_EQ(p.data_parallel, q.data_parallel);
+  EXPECT_EQ(p.expert_parallel, q.expert_parallel);
+  EXPECT_EQ(p.tensor_parallel, q.tensor_parallel);
+  EXPECT_EQ(p.pipeline_parallel, q.pipeline_parallel);
+  EXPECT_EQ(p.micro_batch_num, q.micro_batch_num);
+  EXPECT_EQ(p.gradient_aggregation_group, q.gradient_aggregation_group);
+  EXPECT_EQ(p.recompute, q.recompute);
+  EXPECT_EQ(p.zero_stage, q.zero_stage);
+  EXPECT_EQ(p.pipeline_schedule, q.pipeline_schedule);
+  EXPECT_EQ(p.virtual_pipeline, q.virtual_pipeline);
+  EXPECT_EQ(p.stage_layers, q.stage_layers);
+  EXPECT_EQ(p.rank_order, q.rank_order);
+  EXPECT_EQ(p.device_list, q.device_list);
+  EXPECT_EQ(p.local_worker_num, q.local_worker_num);
+  EXPECT_EQ(p.collective_timeout, q.collective_timeout);
+  EXPECT_EQ(p.overlap_grad_reduce, q.overlap_grad_reduce);
+  const TrainConfig& s = a.train;
+  const TrainConfig& t = b.train;
+  EXPECT_EQ(s.global_batch_size, t.global_batch_size);
+  EXPECT_EQ(s.steps, t.steps);
+  EXPECT_EQ(s.lr, t.lr);
+  EXPECT_EQ(s.min_lr, t.min_lr);
+  EXPECT_EQ(s.warmup_steps, t.warmup_steps);
+  EXPECT_EQ(s.weight_decay, t.weight_decay);
+  EXPECT_EQ(s.grad_clip, t.grad_clip);
+  EXPECT_EQ(s.beta1, t.beta1);
+  EXPECT_EQ(s.beta2, t.beta2);
+  EXPECT_EQ(s.eps, t.eps);
+  EXPECT_EQ(s.seed, t.seed);
+  EXPECT_EQ(s.precision, t.precision);
+  EXPECT_EQ(s.loss_scale.initial, t.loss_scale.initial);
+  EXPECT_EQ(s.loss_scale.factor, t.loss_scale.factor);
+  EXPECT_EQ(s.loss_scale.window, t.loss_scale.window);
+  EXPECT_EQ(s.loss_scale.hysteresis, t.loss_scale.hysteresis);
+  EXPECT_EQ(s.grad_compression, t.grad_compression);
+  EXPECT_EQ(s.optimizer, t.optimizer);
+  EXPECT_EQ(s.freeze_steps, t.freeze_steps);
+  EXPECT_EQ(s.log_interval, t.log_interval);
+  EXPECT_EQ(s.eval_interval, t.eval_interval);
+  EXPECT_EQ(s.eval_batches, t.eval_batches);
+  EXPECT_EQ(s.metrics_file, t.metrics_file);
+  EXPECT_EQ(a.data.train, b.data.train);
+  EXPECT_EQ(a.data.valid, b.data.valid);
+  EXPECT_EQ(a.data.tokenizer, b.data.tokenizer);
+  EXPECT_EQ(a.checkpoint.dir, b.checkpoint.dir);
+  EXPECT_EQ(a.checkpoint.interval, b.checkpoint.interval);
+  EXPECT_EQ(a.checkpoint.keep, b.checkpoint.keep);
+}
+
+// The message of the moe4d::Error that parsing `yaml` throws ("" if it parses).
+std::string error_of(const std::string& yaml) {
+  try {
+    parse_config(yaml, "demo.yaml");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// kMinimal with the line `from` (exactly as written) replaced by `to`.
+std::string minimal_with(const std::string& from, const std::string& to) {
+  std::string text = kMinimal;
+  size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return text.replace(at, from.size(), to);
+}
+
+TEST(ConfigLoader, FullConfigParsesEveryField) {
+  Config c = parse_config(kFull, "full.yaml");
+  EXPECT_EQ(c.source, "full.yaml");
+  EXPECT_EQ(c.model.moe.capacity_factor, 1.25);
+  EXPECT_EQ(c.model.moe.z_loss_coeff, 1e-4);
+  EXPECT_EQ(c.parallel.recompute, RecomputeGranularity::kSelective);
+  EXPECT_EQ(c.parallel.pipeline_schedule, PipelineSchedule::kInterleaved);
+  EXPECT_EQ(c.parallel.device_list, (std::vector<int>{3, 2, 1, 0}));
+  EXPECT_EQ(c.train.seed, 18446744073709551615ull);
+  EXPECT_EQ(c.train.precision, Precision::kBF16);
+  EXPECT_EQ(c.train.loss_scale.window, 200);
+  EXPECT_EQ(c.train.optimizer, OptimizerKind::kOneBitAdam);
+  EXPECT_EQ(c.train.metrics_file, "runs/with: colon.jsonl");
+  EXPECT_EQ(c.data.tokenizer, "null");  // a quoted "null" is a string
+  EXPECT_EQ(c.checkpoint.keep, 3);
+}
+
+TEST(ConfigLoader, FullConfigRoundTripsThroughYaml) {
+  Config original = parse_config(kFull, "full.yaml");
+  std::string yaml = config_to_yaml(original);
+  Config again = parse_config(yaml, "echo.yaml");
+  expect_same(original, again);
+  EXPECT_EQ(config_to_yaml(again), yaml);
+}
+
+TEST(ConfigLoader, DefaultsRoundTrip) {
+  // Defaults include capacity_factor null (dropless), empty lists and strings, recompute off.
+  Config original = parse_config(kMinimal, "min.yaml");
+  Config again = parse_config(config_to_yaml(original), "echo.yaml");
+  expect_same(original, again);
+  for (auto recompute : {RecomputeGranularity::kNone, RecomputeGranularity::kFull}) {
+    original.parallel.recompute = recompute;
+    EXPECT_EQ(parse_config(config_to_yaml(original), "echo.yaml").parallel.recompute, recompute);
+  }
+}
+
+TEST(ConfigLoader, DefaultsComeFromConfigStructs) {
+  Config c = parse_config(kMinimal, "min.yaml");
+  const Config defaults;
+  EXPECT_EQ(c.model.vocab_size, 512);
+  EXPECT_EQ(c.model.head_dim(), 16);
+  EXPECT_FALSE(c.model.is_moe());
+  EXPECT_FALSE(c.model.moe.capacity_factor.has_value());
+  EXPECT_EQ(c.model.moe.top_k, defaults.model.moe.top_k);
+  EXPECT_EQ(c.parallel.world_size(), 1);
+  EXPECT_EQ(c.parallel.rank_order, "tp-ep-dp-pp");
+  EXPECT_EQ(c.parallel.pipeline_schedule, PipelineSchedule::k1F1B);
+  EXPECT_EQ(c.parallel.recompute, RecomputeGranularity::kNone);
+  EXPECT_EQ(c.parallel.gradient_aggregation_group, defaults.parallel.gradient_aggregation_group);
+  EXPECT_EQ(c.train.lr, defaults.train.lr);
+  EXPECT_EQ(c.train.min_lr, defaults.train.min_lr);
+  EXPECT_EQ(c.train.seed, defaults.train.seed);
+  EXPECT_EQ(c.train.loss_scale.initial, 65536.0);
+  EXPECT_EQ(c.train.precision, Precision::kFP32);
+  EXPECT_EQ(c.checkpoint.keep, 2);
+  EXPECT_EQ(c.checkpoint.dir, "");
+}
+
+TEST(ConfigLoader, MindFormersAliases) {
+  const std::string base = std::string(kMinimal) + "parallel_config:\n";
+  Config c = parse_config(base + "  model_parallel: 4\n  pipeline_stage: 2\n  enable_parallel_optimizer: true\n",
+                          "alias.yaml");
+  EXPECT_EQ(c.parallel.tensor_parallel, 4);
+  EXPECT_EQ(c.parallel.pipeline_parallel, 2);
+  EXPECT_EQ(c.parallel.zero_stage, 1);
+  c = parse_config(base + "  enable_parallel_optimizer: false\n", "alias.yaml");
+  EXPECT_EQ(c.parallel.zero_stage, 0);
+  c = parse_config(base + "  recompute: true\n", "alias.yaml");
+  EXPECT_EQ(c.parallel.recompute, RecomputeGranularity::kFull);
+  c = parse_config(base + "  recompute:\n    granularity: full\n", "alias.yaml");
+  EXPECT_EQ(c.parallel.recompute, RecomputeGranularity::kFull);
+}
+
+TEST(ConfigLoader, LoadsFileAndNamesItInErrors) {
+  const std::string path = fmt::format("{}/moe4d_config_test_{}.yaml", std::filesystem::temp_directory_path().string(), getpid());
+  std::ofstream(path) << minimal_with("  num_heads: 4\n", "  num_heads: 6\n");
+  try {
+    load_config(path);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), path + ":5: model.num_heads: 6 does not divide hidden_size 64");
+  }
+  std::ofstream(path) << kMinimal;
+  EXPECT_EQ(load_config(path).source, path);
+  std::remove(path.c_str());
+}
+
+TEST(ConfigErrors, MissingFile) {
+  try {
+    load_config("no/such/x.yaml");
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "cannot read config 'no/such/x.yaml': No such file or directory");
+  }
+}
+
+TEST(ConfigErrors, YamlSyntaxErrorKeepsLineAndColumn) {
+  EXPECT_EQ(error_of(minimal_with("  steps: 10\n", "  steps: [10\n")),
+            "demo.yaml:11:5: invalid YAML: end of sequence flow not found");
+  EXPECT_EQ(error_of("model:\n  a: b: c\n"), "demo.yaml:2:7: invalid YAML: illegal map value");
+}
+
+TEST(ConfigErrors, UnknownKeyAtThreeLevels) {
+  EXPECT_EQ(error_of(std::string(kMinimal) + "optimizer: adamw\n"),
+            "demo.yaml:13: optimizer: unknown key (expected one of: model, parallel_config, train, data, checkpoint)");
+  EXPECT_EQ(error_of(minimal_with("  seq_length: 32\n", "  seq_length: 32\n  num_kv_heads: 2\n")),
+            "demo.yaml:8: model.num_kv_heads: unknown key (expected one of: vocab_size, hidden_size, num_layers, "
+            "num_heads, ffn_hidden_size, seq_length, tie_embeddings, moe)");
+  EXPECT_EQ(error_of(minimal_with("  seq_length: 32\n", "  seq_length: 32\n  moe:\n    num_experts: 4\n"
+                                                       "    topk: 2\n")),
+            "demo.yaml:10: model.moe.topk: unknown key (expected one of: num_experts, top_k, layer_freq, "
+            "capacity_factor, aux_loss_coeff, z_loss_coeff, router_bias_update_rate, a2a_chunks)");
+}
+
+TEST(ConfigErrors, RepeatedKey) {
+  EXPECT_EQ(error_of(minimal_with("  steps: 10\n", "  steps: 10\n  steps: 20\n")),
+            "demo.yaml:11: train.steps: repeated key (first given on line 10), expected each key once");
+}
+
+TEST(ConfigErrors, WrongTypes) {
+  EXPECT_EQ(error_of(minimal_with("  hidden_size: 64\n", "  hidden_size: sixty-four\n")),
+            "demo.yaml:3: model.hidden_size: expected a 32-bit integer, got 'sixty-four'");
+  EXPECT_EQ(error_of(minimal_with("  hidden_size: 64\n", "  hidden_size: 64.5\n")),
+            "demo.yaml:3: model.hidden_size: expected a 32-bit integer, got '64.5'");
+  EXPECT_EQ(error_of(minimal_with("train:\n", "train:\n  lr: fast\n")),
+            "demo.yaml:9: train.lr: expected a finite number, got 'fast'");
+  EXPECT_EQ(error_of("model:\n  - vocab_size\n  - 512\n"), "demo.yaml:1: model: expected a map, got a list");
+  EXPECT_EQ(error_of(minimal_with("  steps: 10\n", "  steps: 10\n  loss_scale: [1, 2]\n")),
+            "demo.yaml:11: train.loss_scale: expected a map, got a list");
+  EXPECT_EQ(error_of(minimal_with("  seq_length: 32\n", "  seq_length: {a: 1}\n")),
+            "demo.yaml:7: model.seq_length: expected a 32-bit integer, got a map");
+  EXPECT_EQ(error_of(minimal_with("  seq_length: 32\n", "  seq_length: 32\n  tie_embeddings: yes please\n")),
+            "demo.yaml:8: model.tie_embeddings: expected true or false, got 'yes please'");
+  EXPECT_EQ(error_of(std::string(kMinimal) + "parallel_config: {device_list: [0, one]}\n"),
+            "demo.yaml:13: parallel_config.device_list[1]: expected an integer, got 'one'");
+  EXPECT_EQ(error_of(std::string(kMinimal) + "parallel_config: {recompute: sometimes}\n"),
+            "demo.yaml:13: parallel_config.recompute: expected true, false or {granularity: full|selective}, got "
+            "'sometimes'");
+  EXPECT_EQ(error_of("- 1\n- 2\n"),
+            "demo.yaml:1: expected a map of sections (model, parallel_config, train, data, checkpoint), got a list");
+}
+
+TEST(ConfigErrors, MissingRequiredKey) {
+  EXPECT_EQ(error_of(minimal_with("  hidden_size: 64\n", "")), "demo.yaml: missing required key model.hidden_size");
+  EXPECT_EQ(error_of(minimal_with("data:\n  train: data/train.bin\n", "")),
+            "demo.yaml: missing required key data.train");
+  EXPECT_EQ(error_of(""), "demo.yaml: missing required key model.vocab_size");
+}
+
+TEST(ConfigErrors, ZeroAndNegativeSizes) {
+  EXPECT_EQ(error_of(minimal_with("  hidden_size: 64\n", "  hidden_size: -3\n")),
+            "demo.yaml:3: model.hidden_size: expected a positive integer, got '-3'");
+  EXPECT_EQ(error_of(minimal_with("  num_layers: 2\n", "  num_layers: 0\n")),
+            "demo.yaml:4: model.num_layers: expected a positive integer, got '0'");
+  EXPECT_EQ(error_of(minimal_with("  global_batch_size: 8\n", "  global_batch_size: 0\n")),
+            "demo.yaml:9: train.global_batch_size: expected a positive integer, got '0'");
+  EXPECT_EQ(error_of(std::string(kMinimal) + "parallel_config: {model_parallel: 0}\n"),
+            "demo.yaml:13: parallel_config.model_parallel: expected a positive integer, got '0'");
+  EXPECT_EQ(error_of(std::string(kMinimal) + "checkpoint: {keep: 0}\n"),
+            "demo.yaml:13: checkpoint.keep: expected a positive integer, got '0'");
+  EXPECT_EQ(error_of(std::string(kMinimal) + "parallel_config: {zero_stage: 4}\n"),
+            "demo.yaml:13: parallel_config.zero_stage: expected one of 0, 1, 2, 3, got '4'");
+}
+
+TEST(ConfigErrors, HeadsMustDivideHiddenWithEvenHeadDim) {
+  EXPECT_EQ(error_of(minimal_with("  num_heads: 4\n", "  num_heads: 6\n")),
+            "demo.yaml:5: model.num_heads: 6 does not divide hidden_size 64");
+  EXPECT_EQ(error_of(minimal_with("  num_heads: 4\n", "  num_heads: 64\n")),
+            "demo.yaml:5: model.num_heads: head dimension hidden_size / num_heads = 64 / 64 = 1 is odd, expected an "
+            "even head dimension (RoPE rotates pairs)");
+}
+
+TEST(ConfigErrors, MoeRouting) {
+  const std::string moe = "  seq_length: 32\n  moe:\n    num_experts: 4\n";
+  EXPECT_EQ(error_of(minimal_with("  seq_length: 32\n", moe + "    top_k: 5\n")),
+            "demo.yaml:10: model.moe.top_k: expected an integer in [1, num_experts = 4], got '5'");
+  EXPECT_EQ(error_of(minimal_with("  seq_length: 32\n", moe + "    capacity_factor: 0\n")),
+            "demo.yaml:10: model.moe.capacity_factor: expected null (dropless) or a positive number, got '0'");
+  EXPECT_EQ(error_of(minimal_with("  seq_length: 32\n", moe + "    aux_loss_coeff: -0.1\n")),
+            "demo.yaml:10: model.moe.aux_loss_coeff: expected a non-negative number, got '-0.1'");
+  // A dense model ignores routing keys, so their ranges are only checked when experts exist.
+  EXPECT_EQ(error_of(minimal_with("  seq_length: 32\n", "  seq_length: 32\n  moe: {top_k: 5}\n")), "");
+}
+
+TEST(ConfigErrors, LearningRates) {
+  EXPECT_EQ(error_of(minimal_with("  steps: 10\n", "  steps: 10\n  lr: 1e-3\n  min_lr: 1e-2\n")),
+            "demo.yaml:12: train.min_lr: min_lr 0.01 exceeds lr 0.001, expected 0 <= min_lr <= lr");
+  // Only lr was written: the message points at it (min_lr's default is 3e-5).
+  EXPECT_EQ(error_of(minimal_with("  steps: 10\n", "  steps: 10\n  lr: 1e-5\n")),
+            "demo.yaml:11: train.lr: min_lr 3e-05 exceeds lr 1e-05, expected 0 <= min_lr <= lr");
+  EXPECT_EQ(error_of(minimal_with("  steps: 10\n", "  steps: 10\n  lr: 0\n")),
+            "demo.yaml:11: train.lr: expected a positive number, got '0'");
+  EXPECT_EQ(error_of(minimal_with("  steps: 10\n", "  steps: 10\n  beta2: 1\n")),
+            "demo.yaml:11: train.beta2: expected a number in [0, 1), got '1'");
+}
+
+TEST(ConfigErrors, KeyAndAliasTogether) {
+  EXPECT_EQ(error_of(std::string(kMinimal) + "parallel_config:\n  tensor_parallel: 2\n  model_parallel: 2\n"),
+            "demo.yaml:15: parallel_config.model_parallel: given together with tensor_parallel (line 14), expected "
+            "only one of tensor_parallel, model_parallel");
+  EXPECT_EQ(error_of(std::string(kMinimal) + "parallel_config:\n  pipeline_stage: 2\n  pipeline_parallel: 2\n"),
+            "demo.yaml:14: parallel_config.pipeline_stage: given together with pipeline_parallel (line 15), expected "
+            "only one of pipeline_parallel, pipeline_stage");
+  EXPECT_EQ(error_of(std::string(kMinimal) + "parallel_config: {zero_stage: 1, enable_parallel_optimizer: true}\n"),
+            "demo.yaml:13: parallel_config.enable_parallel_optimizer: given together with zero_stage (line 13), "
+            "expected only one of zero_stage, enable_parallel_optimizer");
+}
+
+TEST(ConfigErrors, BadEnumValues) {
+  EXPECT_EQ(error_of(minimal_with("  steps: 10\n", "  steps: 10\n  precision: fp8\n")),
+            "demo.yaml:11: train.precision: expected one of fp32, bf16, fp16, got 'fp8'");
+  EXPECT_EQ(error_of(minimal_with("  steps: 10\n", "  steps: 10\n  optimizer: sgd\n")),
+            "demo.yaml:11: train.optimizer: expected one of adamw, onebit_adam, got 'sgd'");
+  EXPECT_EQ(error_of(std::string(kMinimal) + "parallel_config: {pipeline_schedule: zb}\n"),
+            "demo.yaml:13: parallel_config.pipeline_schedule: expected one of gpipe, 1f1b, interleaved, got 'zb'");
+  EXPECT_EQ(error_of(std::string(kMinimal) + "parallel_config: {recompute: {granularity: partial}}\n"),
+            "demo.yaml:13: parallel_config.recompute.granularity: expected one of full, selective, got 'partial'");
+  EXPECT_EQ(error_of(std::string(kMinimal) + "parallel_config: {rank_order: tp-dp-pp}\n"),
+            "demo.yaml:13: parallel_config.rank_order: expected a permutation of tp, ep, dp, pp joined by '-' (e.g. "
+            "tp-ep-dp-pp), got 'tp-dp-pp'");
+  EXPECT_EQ(error_of(std::string(kMinimal) + "parallel_config: {device_list: [0, 1, 1]}\n"),
+            "demo.yaml:13: parallel_config.device_list[2]: rank 1 is already listed at device_list[1], expected "
+            "distinct ranks");
+}
+
+}  // namespace
+}  // namespace moe4d
