@@ -1,0 +1,132 @@
+// data/token_shard_format.cc — token shard header (de)serialisation and validation.
+#include "data/token_shard_format.h"
+
+#include <array>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace moe4d {
+namespace {
+
+constexpr std::array<const char*, 8> kHeaderKeys = {"format",     "version",   "dtype",  "num_tokens",
+                                                    "vocab_size", "tokenizer", "sha256", "documents"};
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+int64_t integer_field(const nlohmann::json& header, const char* key, const std::string& json_path) {
+  const nlohmann::json& value = header.at(key);
+  if (!value.is_number_integer())
+    fail("token shard header {}: \"{}\" is {}, expected an integer", json_path, key, value.dump());
+  return value.get<int64_t>();
+}
+
+std::string string_field(const nlohmann::json& header, const char* key, const std::string& json_path) {
+  const nlohmann::json& value = header.at(key);
+  if (!value.is_string()) fail("token shard header {}: \"{}\" is {}, expected a string", json_path, key, value.dump());
+  return value.get<std::string>();
+}
+
+bool is_lower_hex(const std::string& s) {
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+}  // namespace
+
+const char* token_dtype_name(TokenDType dtype) { return dtype == TokenDType::kUint16 ? "uint16" : "uint32"; }
+
+size_t token_dtype_size(TokenDType dtype) { return dtype == TokenDType::kUint16 ? 2 : 4; }
+
+TokenDType token_dtype_for_vocab(int64_t vocab_size) {
+  return vocab_size <= 65536 ? TokenDType::kUint16 : TokenDType::kUint32;
+}
+
+TokenShardPaths token_shard_paths(const std::string& path) {
+  std::string stem = path;
+  if (ends_with(stem, ".bin") || ends_with(stem, ".json")) stem = stem.substr(0, stem.rfind('.'));
+  return {stem, stem + ".bin", stem + ".json"};
+}
+
+std::string token_shard_header_json(const TokenShardHeader& header) {
+  nlohmann::ordered_json json;
+  json["format"] = kTokenShardFormat;
+  json["version"] = kTokenShardVersion;
+  json["dtype"] = token_dtype_name(header.dtype);
+  json["num_tokens"] = header.num_tokens;
+  json["vocab_size"] = header.vocab_size;
+  json["tokenizer"] = header.tokenizer;
+  json["sha256"] = header.sha256;
+  json["documents"] = header.documents;
+  return json.dump(2) + "\n";
+}
+
+TokenShardHeader read_token_shard_header(const std::string& json_path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(json_path, ec))
+    fail("token shard header {} not found (every .bin needs the .json that `moe4d prepare` writes next to it)",
+         json_path);
+  std::ifstream in(json_path, std::ios::binary);
+  if (!in) fail("cannot read token shard header {}", json_path);
+  std::ostringstream text;
+  text << in.rdbuf();
+
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    fail("token shard header {} is not valid JSON: {}", json_path, e.what());
+  }
+  if (!json.is_object()) fail("token shard header {} is {}, expected a JSON object", json_path, json.type_name());
+  for (auto it = json.begin(); it != json.end(); ++it) {
+    if (std::find_if(kHeaderKeys.begin(), kHeaderKeys.end(), [&](const char* k) { return it.key() == k; }) ==
+        kHeaderKeys.end())
+      fail(
+          "token shard header {}: unknown key \"{}\" (expected format, version, dtype, num_tokens, vocab_size, "
+          "tokenizer, sha256, documents)",
+          json_path, it.key());
+  }
+  for (const char* key : kHeaderKeys)
+    if (!json.contains(key)) fail("token shard header {}: missing key \"{}\"", json_path, key);
+
+  std::string format = string_field(json, "format", json_path);
+  if (format != kTokenShardFormat)
+    fail("token shard header {}: format is \"{}\", expected \"{}\"", json_path, format, kTokenShardFormat);
+  int64_t version = integer_field(json, "version", json_path);
+  if (version != kTokenShardVersion)
+    fail("token shard header {}: version {} is not supported (expected {})", json_path, version, kTokenShardVersion);
+
+  TokenShardHeader header;
+  std::string dtype = string_field(json, "dtype", json_path);
+  if (dtype == "uint16") {
+    header.dtype = TokenDType::kUint16;
+  } else if (dtype == "uint32") {
+    header.dtype = TokenDType::kUint32;
+  } else {
+    fail("token shard header {}: dtype \"{}\" is not supported (expected \"uint16\" or \"uint32\")", json_path, dtype);
+  }
+  header.num_tokens = integer_field(json, "num_tokens", json_path);
+  if (header.num_tokens <= 0)
+    fail("token shard header {}: num_tokens is {}, expected > 0", json_path, header.num_tokens);
+  header.vocab_size = integer_field(json, "vocab_size", json_path);
+  if (header.vocab_size <= 0 || header.vocab_size > (int64_t{1} << 31))
+    fail("token shard header {}: vocab_size is {}, expected 1..2^31", json_path, header.vocab_size);
+  if (header.dtype == TokenDType::kUint16 && header.vocab_size > 65536)
+    fail("token shard header {}: dtype uint16 cannot hold vocab_size {} (expected uint32 for vocabularies > 65536)",
+         json_path, header.vocab_size);
+  header.tokenizer = string_field(json, "tokenizer", json_path);
+  header.sha256 = string_field(json, "sha256", json_path);
+  if (header.sha256.size() != 64 || !is_lower_hex(header.sha256))
+    fail("token shard header {}: sha256 \"{}\" is not 64 lowercase hex digits", json_path, header.sha256);
+  header.documents = integer_field(json, "documents", json_path);
+  if (header.documents < 0) fail("token shard header {}: documents is {}, expected >= 0", json_path, header.documents);
+  return header;
+}
+
+}  // namespace moe4d
