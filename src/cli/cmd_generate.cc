@@ -45,8 +45,8 @@ std::string tokenizer_spec(const GenerateArgs& args, const Config& config) {
 void run_generate(const GenerateArgs& args) {
   openblas_set_num_threads(1);
   const Checkpoint checkpoint = Checkpoint::open(args.checkpoint);
-  const Config config = parse_config(checkpoint.json("state.json").at("config").get<std::string>(),
-                                     checkpoint.path() + "/state.json");
+  const nlohmann::json saved_state = checkpoint.json("state.json");
+  const Config config = parse_config(saved_state.at("config").get<std::string>(), checkpoint.path() + "/state.json");
   const ModelConfig& m = config.model;
   auto tokenizer = load_tokenizer(tokenizer_spec(args, config));
   check_vocab_fits(tokenizer->vocab_size(), m.vocab_size);
@@ -62,8 +62,7 @@ void run_generate(const GenerateArgs& args) {
     copy_shard_from_full(info, weights.tensor(info.name), params.value(id), checkpoint.path());
   }
   for (MoeBlock* block : model.moe_blocks()) {
-    const auto& biases = checkpoint.json("state.json").at("router_bias");
-    const std::vector<double> bias = biases.at(std::to_string(block->layer()));
+    const std::vector<double> bias = saved_state.at("router_bias").at(std::to_string(block->layer()));
     std::copy(bias.begin(), bias.end(), block->router_bias().begin());
   }
 

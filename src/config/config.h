@@ -21,6 +21,8 @@ struct MoeConfig {
   double z_loss_coeff = 0.0;
   double router_bias_update_rate = 0.0;  // > 0: aux-loss-free balancing bias (DeepSeek-V3)
   int a2a_chunks = 1;                    // slices of the expert all-to-all (overlap with expert compute)
+
+  bool operator==(const MoeConfig&) const = default;
 };
 
 struct ModelConfig {
@@ -38,6 +40,8 @@ struct ModelConfig {
   bool is_moe_layer(int layer) const {
     return is_moe() && layer % moe.layer_freq == moe.layer_freq - 1;
   }
+
+  bool operator==(const ModelConfig&) const = default;
 };
 
 enum class RecomputeGranularity { kNone, kFull, kSelective };
@@ -63,6 +67,8 @@ struct ParallelConfig {
 
   int world_size() const { return data_parallel * expert_parallel * tensor_parallel * pipeline_parallel; }
   int data_replicas() const { return data_parallel * expert_parallel; }  // EP is carved out of DP
+
+  bool operator==(const ParallelConfig&) const = default;
 };
 
 enum class Precision { kFP32, kBF16, kFP16 };
@@ -74,6 +80,8 @@ struct LossScaleConfig {
   double factor = 2.0;
   int window = 1000;
   int hysteresis = 1;
+
+  bool operator==(const LossScaleConfig&) const = default;
 };
 
 struct TrainConfig {
@@ -97,18 +105,24 @@ struct TrainConfig {
   int eval_interval = 0;   // steps between validation evaluations (0: never)
   int eval_batches = 4;    // micro-batches evaluated per validation
   std::string metrics_file;  // JSONL; default <checkpoint.dir or .>/metrics.jsonl
+
+  bool operator==(const TrainConfig&) const = default;
 };
 
 struct DataConfig {
   std::string train;      // token shard (.bin with .json header) written by `moe4d prepare`
   std::string valid;      // optional
   std::string tokenizer;  // sentencepiece .model, or "bytes"
+
+  bool operator==(const DataConfig&) const = default;
 };
 
 struct CheckpointConfig {
   std::string dir;   // empty: no checkpoints
   int interval = 0;  // steps between checkpoints (0: only at the end)
   int keep = 2;      // most recent checkpoints kept
+
+  bool operator==(const CheckpointConfig&) const = default;
 };
 
 struct Config {
@@ -118,6 +132,8 @@ struct Config {
   DataConfig data;
   CheckpointConfig checkpoint;
   std::string source;  // the file it was read from (for messages)
+
+  bool operator==(const Config&) const = default;
 };
 
 }  // namespace moe4d

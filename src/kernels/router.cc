@@ -1,0 +1,138 @@
+// kernels/router.cc — MoE router: fp32 softmax, top-k with renormalised weights, aux and z losses.
+#include "kernels/router.h"
+
+#include <cmath>
+#include <cstdint>
+
+#include "core/check.h"
+#include "kernels/vec_math.h"
+
+namespace moe4d {
+namespace {
+
+// Writes the k best experts of one token by score = p[e] + bias[e], in the order (score descending,
+// index ascending). Pick j is the best expert strictly after pick j-1 in that order, which needs no
+// "already picked" bookkeeping: O(k * experts), no allocation.
+void select_top_k(int* idx, const float* p, const float* bias, int experts, int k) {
+  float prev_score = 0.0f;
+  int prev = -1;
+  for (int j = 0; j < k; ++j) {
+    int best = -1;
+    float best_score = 0.0f;
+    for (int e = 0; e < experts; ++e) {
+      const float score = bias != nullptr ? p[e] + bias[e] : p[e];
+      const bool after_prev = prev < 0 || score < prev_score || (score == prev_score && e > prev);
+      if (after_prev && (best < 0 || score > best_score)) {
+        best = e;
+        best_score = score;
+      }
+    }
+    if (best < 0) {
+      // Only reachable with NaN scores (a diverged run): fall back to the lowest unpicked index so
+      // that the indices stay valid and the NaN surfaces in the loss instead of as a crash.
+      for (int e = 0; e < experts && best < 0; ++e) {
+        bool taken = false;
+        for (int q = 0; q < j; ++q) taken |= idx[q] == e;
+        if (!taken) best = e;
+      }
+      best_score = prev_score;
+    }
+    idx[j] = best;
+    prev = best;
+    prev_score = best_score;
+  }
+}
+
+}  // namespace
+
+void router_forward(float* probs, float* lse, int* topk_idx, float* topk_w, const float* logits,
+                    const float* select_bias, int tokens, int experts, int k) {
+  MOE4D_CHECK(tokens >= 0 && experts > 0 && k > 0 && k <= experts);
+  for (int t = 0; t < tokens; ++t) {
+    const float* l = logits + static_cast<int64_t>(t) * experts;
+    float* p = probs + static_cast<int64_t>(t) * experts;
+    const float m = vec::max(l, experts);
+    float s = 0.0f;
+    for (int e = 0; e < experts; ++e) {
+      p[e] = vec::exp(l[e] - m);
+      s += p[e];
+    }
+    const float inv_s = 1.0f / s;
+    for (int e = 0; e < experts; ++e) p[e] *= inv_s;
+    lse[t] = m + std::log(s);
+
+    int* idx = topk_idx + static_cast<int64_t>(t) * k;
+    float* w = topk_w + static_cast<int64_t>(t) * k;
+    select_top_k(idx, p, select_bias, experts, k);
+    float picked = 0.0f;
+    for (int j = 0; j < k; ++j) picked += p[idx[j]];
+    // picked == 0 needs every picked probability to underflow (a bias steering far away from the
+    // softmax); the token then gets zero weights instead of 0/0.
+    const float inv_picked = picked > 0.0f ? 1.0f / picked : 0.0f;
+    for (int j = 0; j < k; ++j) w[j] = p[idx[j]] * inv_picked;
+  }
+}
+
+void router_expert_counts(int* counts, const int* topk_idx, int tokens, int experts, int k) {
+  for (int e = 0; e < experts; ++e) counts[e] = 0;
+  const int64_t slots = static_cast<int64_t>(tokens) * k;
+  for (int64_t s = 0; s < slots; ++s) {
+    MOE4D_CHECK(topk_idx[s] >= 0 && topk_idx[s] < experts);
+    ++counts[topk_idx[s]];
+  }
+}
+
+// E * sum_i f_i P_i = E / (T^2 k) * sum_{t,i} counts_i * probs[t, i].
+float router_aux_loss(const float* probs, const int* counts, int tokens, int experts, int k) {
+  if (tokens == 0) return 0.0f;
+  double acc = 0.0;
+  for (int t = 0; t < tokens; ++t) {
+    const float* p = probs + static_cast<int64_t>(t) * experts;
+    for (int e = 0; e < experts; ++e) acc += static_cast<double>(counts[e]) * p[e];
+  }
+  return static_cast<float>(acc * experts / (static_cast<double>(tokens) * tokens * k));
+}
+
+float router_z_loss(const float* lse, int tokens) {
+  if (tokens == 0) return 0.0f;
+  double acc = 0.0;
+  for (int t = 0; t < tokens; ++t) acc += static_cast<double>(lse[t]) * lse[t];
+  return static_cast<float>(acc / tokens);
+}
+
+// Per token, with p = softmax(l), picks e_j, S = sum_j p[e_j], w_j = p[e_j] / S and upstream g_j:
+//   d/dp[e_j] of sum_j g_j w_j  = (g_j - sum_q g_q w_q) / S
+//   d/dp[e]   of aux_coef * aux = aux_coef * E * f_e / T           (f_e held constant)
+//   softmax:  dl[e] = p[e] * (dp[e] - sum_e' p[e'] dp[e'])
+//   z-loss:   dl[e] += z_coef * 2 lse / T * p[e]                   (d lse / d l[e] = p[e])
+void router_backward(float* dlogits, const float* dtopk_w, const float* probs, const float* lse, const int* topk_idx,
+                     const float* topk_w, const int* counts, int tokens, int experts, int k, float aux_coef,
+                     float z_coef) {
+  if (tokens == 0) return;
+  const float aux_scale =
+      static_cast<float>(static_cast<double>(aux_coef) * experts / (static_cast<double>(tokens) * tokens * k));
+  const float z_scale = 2.0f * z_coef / static_cast<float>(tokens);
+  for (int t = 0; t < tokens; ++t) {
+    const float* p = probs + static_cast<int64_t>(t) * experts;
+    float* dl = dlogits + static_cast<int64_t>(t) * experts;  // holds dp until the softmax step
+    for (int e = 0; e < experts; ++e) dl[e] = aux_scale * static_cast<float>(counts[e]);
+    if (dtopk_w != nullptr) {
+      const int* idx = topk_idx + static_cast<int64_t>(t) * k;
+      const float* g = dtopk_w + static_cast<int64_t>(t) * k;
+      const float* w = topk_w + static_cast<int64_t>(t) * k;
+      float picked = 0.0f, gw = 0.0f;
+      for (int j = 0; j < k; ++j) {
+        picked += p[idx[j]];
+        gw += g[j] * w[j];
+      }
+      if (picked > 0.0f)  // see router_forward: zero weights carry no gradient
+        for (int j = 0; j < k; ++j) dl[idx[j]] += (g[j] - gw) / picked;
+    }
+    float dot = 0.0f;
+    for (int e = 0; e < experts; ++e) dot += p[e] * dl[e];
+    const float z = z_scale * lse[t];
+    for (int e = 0; e < experts; ++e) dl[e] = p[e] * (dl[e] - dot + z);
+  }
+}
+
+}  // namespace moe4d

@@ -1,0 +1,169 @@
+// tests/kernels/router_test.cc — router softmax/top-k/renormalisation vs a double reference, counts,
+// aux and z losses, and router_backward vs finite differences (selection and counts held fixed).
+#include "kernels/router.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "kernel_test_util.h"
+
+namespace moe4d {
+namespace {
+
+// Logits whose probabilities are well separated: each row is a random permutation of 0.6 * e plus
+// small noise, so no two scores are within ~0.1 of each other in log space.
+std::vector<float> separated_logits(int tokens, int experts, uint64_t seed) {
+  std::vector<float> logits(static_cast<size_t>(tokens) * experts);
+  CounterRng rng(seed);
+  for (int t = 0; t < tokens; ++t) {
+    std::vector<int> perm(experts);
+    std::iota(perm.begin(), perm.end(), 0);
+    for (int i = experts - 1; i > 0; --i) std::swap(perm[i], perm[rng.next_u64() % (i + 1)]);
+    for (int e = 0; e < experts; ++e)
+      logits[t * experts + e] = 0.6f * perm[e] - 1.5f + 0.05f * static_cast<float>(rng.next_uniform());
+  }
+  return logits;
+}
+
+struct RouterRef {
+  std::vector<double> probs, lse, w;
+  std::vector<int> idx;
+};
+
+// Softmax and lse in double. Selection by (p + bias) descending, index ascending, unless `fixed_idx`
+// is given (the backward treats the choice as constant).
+RouterRef router_reference(const std::vector<double>& logits, const float* bias, int tokens, int experts, int k,
+                           const std::vector<int>* fixed_idx = nullptr) {
+  RouterRef ref;
+  ref.probs.resize(logits.size());
+  for (int t = 0; t < tokens; ++t) {
+    const double* l = &logits[t * experts];
+    const double m = *std::max_element(l, l + experts);
+    double s = 0.0;
+    for (int e = 0; e < experts; ++e) s += std::exp(l[e] - m);
+    for (int e = 0; e < experts; ++e) ref.probs[t * experts + e] = std::exp(l[e] - m) / s;
+    ref.lse.push_back(m + std::log(s));
+    std::vector<int> order(experts);
+    std::iota(order.begin(), order.end(), 0);
+    auto score = [&](int e) { return ref.probs[t * experts + e] + (bias ? bias[e] : 0.0); };
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return score(a) > score(b); });
+    double picked = 0.0;
+    for (int j = 0; j < k; ++j) {
+      const int e = fixed_idx ? (*fixed_idx)[t * k + j] : order[j];
+      ref.idx.push_back(e);
+      picked += ref.probs[t * experts + e];
+    }
+    for (int j = 0; j < k; ++j) ref.w.push_back(ref.probs[t * experts + ref.idx[t * k + j]] / picked);
+  }
+  return ref;
+}
+
+// sum r * w + aux_coef * E sum_i f_i P_i + z_coef * mean(lse^2), with f (counts) and the picks fixed.
+double router_loss(const std::vector<double>& logits, const std::vector<int>& idx, const std::vector<int>& counts,
+                   const std::vector<float>* r, int tokens, int experts, int k, double aux_coef, double z_coef) {
+  const RouterRef ref = router_reference(logits, nullptr, tokens, experts, k, &idx);
+  double loss = 0.0;
+  if (r)
+    for (size_t s = 0; s < ref.w.size(); ++s) loss += ref.w[s] * (*r)[s];
+  double aux = 0.0;
+  for (int e = 0; e < experts; ++e) {
+    double p_mean = 0.0;
+    for (int t = 0; t < tokens; ++t) p_mean += ref.probs[t * experts + e] / tokens;
+    aux += static_cast<double>(counts[e]) / (tokens * k) * p_mean;
+  }
+  double z = 0.0;
+  for (double l : ref.lse) z += l * l / tokens;
+  return loss + aux_coef * experts * aux + z_coef * z;
+}
+
+struct RouterCase {
+  int tokens, experts, k;
+  bool bias, upstream;
+  float aux_coef, z_coef;
+};
+
+class RouterTest : public ::testing::TestWithParam<RouterCase> {};
+
+TEST_P(RouterTest, ForwardLossesAndBackward) {
+  const RouterCase c = GetParam();
+  const auto logits = separated_logits(c.tokens, c.experts, 60 + c.k);
+  std::vector<float> bias;
+  if (c.bias) bias = test::random_uniform(c.experts, 61, -0.2f, 0.2f);
+  const float* bias_ptr = c.bias ? bias.data() : nullptr;
+  const size_t slots = static_cast<size_t>(c.tokens) * c.k;
+  std::vector<float> probs(logits.size()), lse(c.tokens), topk_w(slots);
+  std::vector<int> topk_idx(slots);
+  router_forward(probs.data(), lse.data(), topk_idx.data(), topk_w.data(), logits.data(), bias_ptr, c.tokens,
+                 c.experts, c.k);
+  const auto logits_d = test::to_double(logits);
+  const RouterRef ref = router_reference(logits_d, bias_ptr, c.tokens, c.experts, c.k);
+  test::expect_values_near(probs.data(), ref.probs, 1e-6, "router probs");
+  test::expect_values_near(lse.data(), ref.lse, 1e-6, "router lse");
+  EXPECT_EQ(topk_idx, ref.idx);
+  test::expect_values_near(topk_w.data(), ref.w, 1e-6, "router topk_w");
+  for (int t = 0; t < c.tokens; ++t) {
+    double s = 0.0;
+    for (int j = 0; j < c.k; ++j) s += topk_w[t * c.k + j];
+    EXPECT_NEAR(s, 1.0, 1e-6) << "weights of token " << t << " are not renormalised";
+  }
+
+  std::vector<int> counts(c.experts);
+  router_expert_counts(counts.data(), topk_idx.data(), c.tokens, c.experts, c.k);
+  std::vector<int> counts_ref(c.experts, 0);
+  for (int e : ref.idx) ++counts_ref[e];
+  EXPECT_EQ(counts, counts_ref);
+  EXPECT_NEAR(router_aux_loss(probs.data(), counts.data(), c.tokens, c.experts, c.k),
+              router_loss(logits_d, ref.idx, counts, nullptr, c.tokens, c.experts, c.k, 1.0, 0.0), 1e-6);
+  EXPECT_NEAR(router_z_loss(lse.data(), c.tokens),
+              router_loss(logits_d, ref.idx, counts, nullptr, c.tokens, c.experts, c.k, 0.0, 1.0), 1e-5);
+
+  const auto r = test::random_normal(slots, 62);
+  std::vector<float> dlogits(logits.size(), std::numeric_limits<float>::quiet_NaN());
+  router_backward(dlogits.data(), c.upstream ? r.data() : nullptr, probs.data(), lse.data(), topk_idx.data(),
+                  topk_w.data(), counts.data(), c.tokens, c.experts, c.k, c.aux_coef, c.z_coef);
+  auto fd = test::fd_gradient(
+      [&](const std::vector<double>& v) {
+        return router_loss(v, ref.idx, counts, c.upstream ? &r : nullptr, c.tokens, c.experts, c.k, c.aux_coef,
+                           c.z_coef);
+      },
+      logits_d);
+  test::expect_grad_near(dlogits.data(), fd, 1e-4, "router dlogits");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, RouterTest,
+    ::testing::Values(RouterCase{6, 5, 2, false, true, 0.0f, 0.0f},   // renormalisation only
+                      RouterCase{6, 5, 2, false, false, 0.5f, 0.0f},  // aux only
+                      RouterCase{6, 5, 2, false, false, 0.0f, 0.3f},  // z-loss only
+                      RouterCase{7, 8, 3, false, true, 0.01f, 0.001f},
+                      RouterCase{7, 8, 3, true, true, 0.2f, 0.1f},    // with select_bias
+                      RouterCase{5, 4, 1, true, true, 0.3f, 0.0f},    // k = 1: weights are constant 1
+                      RouterCase{3, 6, 6, false, true, 0.1f, 0.1f})); // k = E
+
+TEST(Router, TiesGoToTheLowerIndexAndBiasSteersSelectionOnly) {
+  const int experts = 5, k = 3;
+  // Token 0: all equal. Token 1: experts 1 and 3 tie for first, 0 and 4 for third.
+  const std::vector<float> logits = {0.f, 0.f, 0.f, 0.f, 0.f, 0.5f, 2.f, -1.f, 2.f, 0.5f};
+  std::vector<float> probs(10), lse(2), w(6);
+  std::vector<int> idx(6);
+  router_forward(probs.data(), lse.data(), idx.data(), w.data(), logits.data(), nullptr, 2, experts, k);
+  EXPECT_EQ(idx, (std::vector<int>{0, 1, 2, 1, 3, 0}));
+  for (int j = 0; j < 3; ++j) EXPECT_NEAR(w[j], 1.0 / 3.0, 1e-7);
+
+  // A bias that excludes expert 1 and favours 4 changes the picks, not the probabilities/weights rule.
+  const std::vector<float> bias = {0.f, -2.f, 0.f, 0.f, 1.f};
+  std::vector<float> probs_b(10), lse_b(2), w_b(6);
+  std::vector<int> idx_b(6);
+  router_forward(probs_b.data(), lse_b.data(), idx_b.data(), w_b.data(), logits.data(), bias.data(), 2, experts, k);
+  EXPECT_EQ(idx_b, (std::vector<int>{4, 0, 2, 4, 3, 0}));
+  EXPECT_EQ(probs_b, probs);
+  const double picked = probs[5 + 4] + probs[5 + 3] + probs[5 + 0];
+  EXPECT_NEAR(w_b[3], probs[5 + 4] / picked, 1e-7);
+  EXPECT_NEAR(w_b[4], probs[5 + 3] / picked, 1e-7);
+}
+
+}  // namespace
+}  // namespace moe4d
