@@ -62,7 +62,10 @@ int run_train(const TrainArgs& args) {
     Trainer trainer(config, *pc, options_t);
     trainer.run();
   } catch (const Error& e) {
-    std::fprintf(stderr, "moe4d: error (rank %d): %s\n", mpi.world_rank(), e.what());
+    if (mpi.world_size() > 1)
+      std::fprintf(stderr, "moe4d: error (rank %d): %s\n", mpi.world_rank(), e.what());
+    else
+      std::fprintf(stderr, "moe4d: error: %s\n", e.what());
     std::fflush(stderr);
     if (mpi.world_size() > 1) MPI_Abort(MPI_COMM_WORLD, 2);
     return 2;
