@@ -71,9 +71,7 @@ Trainer::Trainer(const Config& config, ParallelContext& pc, TrainerOptions optio
     moe_stats_.push_back({.layer = block->layer(),
                           .tokens_per_expert = std::vector<double>(config.model.moe.num_experts, 0.0)});
 
-  const size_t tokens = size_t(micro_batch_size_) * config.model.seq_length;
-  tokens_.resize(tokens);
-  targets_.resize(tokens);
+  executor_ = std::make_unique<StepExecutor>(config, pc, *model_, params_, micro_batch_size_);
   if (!options_.resume_from.empty()) load_checkpoint(options_.resume_from);
 
   if (pc_.rank == 0) {
@@ -89,18 +87,6 @@ Trainer::~Trainer() = default;
 std::vector<ChunkSpec> Trainer::my_chunks() const {
   const ModelConfig& m = config_.model;
   return {ChunkSpec{.first_layer = 0, .num_layers = m.num_layers, .has_embedding = true, .has_head = true}};
-}
-
-void Trainer::fill_micro_batch(int64_t step, int global_micro_batch, const TokenDataset& data, bool eval) {
-  const int S = config_.model.seq_length, b = micro_batch_size_;
-  const int64_t first = int64_t(global_micro_batch) * b;
-  if (!eval) {
-    fill_batch(data, config_.train.seed, step, first, b, S, tokens_.data(), targets_.data());
-    return;
-  }
-  const int64_t windows = int64_t(config_.train.eval_batches) * config_.train.global_batch_size;
-  for (int i = 0; i < b; ++i)
-    sample_eval_window(data, first + i, windows, S, tokens_.data() + size_t(i) * S, targets_.data() + size_t(i) * S);
 }
 
 double Trainer::clip_gradients() {
@@ -124,20 +110,11 @@ StepResult Trainer::train_step() {
     s.micro_batches = 0;
   }
 
-  double ce_sum = 0;  // sum over this replica's micro-batches of their mean cross-entropy
-  const GradReadyFn on_ready = [this](int layer) { grad_sync_->on_layer_ready(layer); };
-  for (int j = 0; j < m; ++j) {
-    fill_micro_batch(step, pc_.data_replica() * m + j, *train_data_, false);
-    BlockContext ctx{pc_,      params_,          config_.model, model_->rope(), state_.arena, scratch_,
-                     micro_batch_size_, config_.model.seq_length, 1.0f / float(replicas * m), par.recompute,
-                     &moe_stats_};
-    HeadOutput head;
-    model_->forward(0, tokens_.data(), targets_.data(), nullptr, state_, ctx, &head);
-    const bool last = j == m - 1;
-    if (last) grad_sync_->begin();
-    model_->backward(0, nullptr, nullptr, state_, ctx, last ? on_ready : GradReadyFn{});
-    if (head.tokens > 0) ce_sum += head.loss_sum / head.tokens;
-  }
+  const MicroBatchFill fill = [&](int index, int* tokens, int* targets) {
+    fill_batch(*train_data_, config_.train.seed, step, int64_t(index) * micro_batch_size_, micro_batch_size_,
+               config_.model.seq_length, tokens, targets);
+  };
+  const double ce_sum = executor_->train(fill, 1.0f / float(replicas * m), &moe_stats_, *grad_sync_);
   grad_sync_->finish();
 
   // One world reduction carries the step's scalars and the expert load. Each value is contributed by
@@ -231,17 +208,16 @@ void Trainer::update_router_bias(const std::vector<double>& load) {
 double Trainer::evaluate() {
   if (!valid_data_) return std::nan("");
   const ParallelConfig& par = config_.parallel;
+  // train.eval_batches global batches of fixed windows, split over the data replicas like training.
   const int per_replica = config_.train.eval_batches * par.micro_batch_num;
-  double ce_sum = 0;
-  for (int j = 0; j < per_replica; ++j) {
-    fill_micro_batch(0, pc_.data_replica() * per_replica + j, *valid_data_, true);
-    BlockContext ctx{pc_, params_, config_.model, model_->rope(), state_.arena, scratch_, micro_batch_size_,
-                     config_.model.seq_length, 1.0f, RecomputeGranularity::kNone, nullptr};
-    HeadOutput head;
-    model_->forward(0, tokens_.data(), targets_.data(), nullptr, state_, ctx, &head);
-    state_.arena.reset();
-    if (head.tokens > 0) ce_sum += head.loss_sum / head.tokens;
-  }
+  const int64_t windows = int64_t(config_.train.eval_batches) * config_.train.global_batch_size;
+  const int S = config_.model.seq_length, b = micro_batch_size_;
+  const MicroBatchFill fill = [&](int index, int* tokens, int* targets) {
+    for (int i = 0; i < b; ++i)
+      sample_eval_window(*valid_data_, int64_t(index) * b + i, windows, S, tokens + size_t(i) * S,
+                         targets + size_t(i) * S);
+  };
+  const double ce_sum = executor_->evaluate(fill, pc_.data_replica() * per_replica, per_replica);
   double total = pc_.coord.tp == 0 ? ce_sum : 0.0;
   pc_.world->all_reduce(&total, 1, DType::kF64, ReduceOp::kSum);
   return total / (double(par.data_replicas()) * per_replica);

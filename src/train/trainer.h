@@ -23,6 +23,7 @@
 #include "train/grad_sync.h"
 #include "train/metrics.h"
 #include "train/optimizer.h"
+#include "train/step_executor.h"
 #include "train/tensor_gather.h"
 
 namespace moe4d {
@@ -68,7 +69,6 @@ class Trainer {
 
  private:
   void load_checkpoint(const std::string& path);
-  void fill_micro_batch(int64_t step, int global_micro_batch, const TokenDataset& data, bool eval);
   double clip_gradients();
   void update_router_bias(const std::vector<double>& load);
   nlohmann::json step_record(const StepResult& r, const std::vector<double>& load, double dropped,
@@ -82,15 +82,13 @@ class Trainer {
   std::unique_ptr<Transformer> model_;
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<GradSync> grad_sync_;
+  std::unique_ptr<StepExecutor> executor_;
   std::unique_ptr<TokenDataset> train_data_;
   std::unique_ptr<TokenDataset> valid_data_;
   MetricsWriter metrics_;
 
   int micro_batch_size_ = 0;  // sequences per micro-batch per replica
   int64_t step_ = 0;          // optimizer steps done
-  MicroBatchState state_;
-  Arena scratch_;
-  std::vector<int> tokens_, targets_;
   std::vector<MoeLayerStats> moe_stats_;
   std::vector<int> moe_layers_;  // global layer index of every MoE layer of the model
 };
