@@ -11,5 +11,6 @@ void add_version_command(CLI::App& app);
 void add_prepare_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
+void add_plan_command(CLI::App& app);
 
 }  // namespace moe4d

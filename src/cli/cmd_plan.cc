@@ -1,0 +1,70 @@
+// cli/cmd_plan.cc — `moe4d plan MODEL CLUSTER`: the parallel-layout planner (plan/planner.h).
+//
+// This file only maps flags onto a PlanRequest and prints what run_plan returns; the planner's
+// behaviour (and its error messages) lives in src/plan and is tested there.
+#include <cstdio>
+#include <string>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "plan/planner.h"
+
+namespace moe4d {
+
+void add_plan_command(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand(
+      "plan", "rank DP x EP x TP x PP layouts of MODEL on CLUSTER by predicted step time, with memory per device, "
+              "placement and the reasons others are refused");
+  struct Flags {
+    std::string model, cluster, devices, layout, precision, format = "table", export_format;
+    int64_t global_batch = 0;
+    int seq_length = 0;
+    int top = 10;
+    int explain = 0;
+    bool show_rejected = false;
+  };
+  auto flags = std::make_shared<Flags>();
+  cmd->add_option("MODEL", flags->model,
+                  "model preset (moe-120b, dense-70b, mixtral-8x7b, deepseek-v3-like, moe-1t) or a moe4d config YAML")
+      ->required();
+  cmd->add_option("CLUSTER", flags->cluster,
+                  "cluster preset (atlas-800t-a2, dgx-a100, dgx-h100, dgx-h200) or a cluster YAML (moe4d bench writes one)")
+      ->required();
+  CLI::Option* global_batch =
+      cmd->add_option("--global-batch", flags->global_batch, "sequences per optimizer step (default: the model's)");
+  CLI::Option* seq_length = cmd->add_option("--seq-length", flags->seq_length, "tokens per sequence (default: the model's)");
+  cmd->add_option("--precision", flags->precision, "fp32, bf16 or fp16 (default: the model's)");
+  cmd->add_option("--devices", flags->devices,
+                  "device count, or a comma-separated list to sweep (default: the cluster's)");
+  cmd->add_option("--layout", flags->layout,
+                  "evaluate one layout, e.g. dp=2,ep=8,tp=4,pp=1,mb=16,schedule=1f1b,recompute=full,zero=1 "
+                  "(keys dp ep tp pp mb mbs schedule v recompute zero order), or 'config' for MODEL's parallel_config");
+  cmd->add_option("--top", flags->top, "rows of the ranked table")->capture_default_str();
+  cmd->add_flag("--show-rejected", flags->show_rejected, "list every refused DP x EP x TP x PP split and why");
+  cmd->add_option("--format", flags->format, "table or json")->capture_default_str();
+  cmd->add_option("--export", flags->export_format,
+                  "print the chosen layout (--layout, --explain RANK, or the best) as moe4d, mindformers or megatron");
+  CLI::Option* explain = cmd->add_option("--explain", flags->explain, "full breakdown of row RANK of the table");
+  cmd->callback([flags, global_batch, seq_length, explain] {
+    PlanRequest request;
+    request.model = flags->model;
+    request.cluster = flags->cluster;
+    if (global_batch->count() > 0) request.global_batch = flags->global_batch;
+    if (seq_length->count() > 0) request.seq_length = flags->seq_length;
+    if (!flags->precision.empty()) request.precision = parse_precision(flags->precision);
+    if (!flags->devices.empty()) request.devices = parse_device_list(flags->devices);
+    request.layout = flags->layout;
+    request.top = flags->top;
+    request.show_rejected = flags->show_rejected;
+    if (flags->format != "table" && flags->format != "json")
+      fail("--format {}: expected table or json", flags->format);
+    request.json = flags->format == "json";
+    request.export_format = flags->export_format;
+    if (explain->count() > 0 && flags->explain < 1) fail("--explain {}: expected a rank >= 1", flags->explain);
+    request.explain = flags->explain;
+    const std::string out = run_plan(request);
+    std::fwrite(out.data(), 1, out.size(), stdout);
+  });
+}
+
+}  // namespace moe4d

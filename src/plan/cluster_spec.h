@@ -1,0 +1,103 @@
+// plan/cluster_spec.h — what the planner knows about a cluster: its devices, links and measured speeds.
+//
+// A ClusterSpec is plain data, filled from a built-in preset (plan/cluster_presets.h) or a cluster
+// YAML file (plan/cluster_yaml.h, the file `moe4d bench` writes for "this machine"). Units are SI
+// throughout: bytes, bytes/s, FLOP/s, seconds. Memory sizes are bytes (files and reports use GiB).
+//
+// Link model (docs/planner.md §Communication): a group inside one node uses the intra-node link —
+// a full mesh (Ascend HCCS: every device pair has its own link, so a group of n devices drives n-1
+// links and its per-device bandwidth grows with n) or a switch (NVSwitch: a constant bandwidth per
+// device); a group that spans nodes is bound by each device's NIC. Measured tables (from `moe4d
+// bench`) replace the link model for the collectives and group sizes they cover.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace moe4d {
+
+enum class LinkKind { kFullMesh, kSwitch };
+enum class LinkTier { kIntraNode, kInterNode };
+enum class Collective { kAllReduce, kReduceScatter, kAllGather, kAllToAll, kSendRecv };
+inline constexpr int kNumCollectives = 5;
+inline constexpr int kNumPrecisions = 3;  // indexed by static_cast<int>(Precision)
+
+const char* link_kind_name(LinkKind kind);        // "full_mesh", "switch"
+const char* link_tier_name(LinkTier tier);        // "intra_node", "inter_node"
+const char* collective_name(Collective coll);     // "all_reduce", "reduce_scatter", ...
+const char* precision_name(Precision precision);  // "fp32", "bf16", "fp16"
+
+// GEMM efficiency (achieved / peak FLOP/s) at one problem size; size = cbrt(M * N * K).
+struct EfficiencyPoint {
+  double size = 0;
+  double efficiency = 0;
+};
+
+// One measured collective: time(bytes) = latency + factor(n) * bytes / bus_bandwidth, where factor
+// is the nccl-tests bus factor of the collective (all-reduce 2(n-1)/n, reduce-scatter, all-gather
+// and all-to-all (n-1)/n, send/recv 1) and bytes is the full buffer (all-to-all: one rank's send
+// buffer; reduce-scatter: the unsharded input).
+struct CollectiveSample {
+  int ranks = 0;
+  double latency = 0;        // seconds
+  double bus_bandwidth = 0;  // bytes/s
+};
+
+struct DeviceSpec {
+  std::string name;
+  double memory_bytes = 0;
+  std::array<double, kNumPrecisions> peak_flops{};  // FLOP/s by precision
+  double memory_bandwidth = 0;                      // bytes/s
+  // Efficiency curve per precision, sorted by size; an empty curve uses default_gemm_efficiency().
+  std::array<std::vector<EfficiencyPoint>, kNumPrecisions> gemm_efficiency;
+};
+
+struct IntraNodeLink {
+  LinkKind kind = LinkKind::kSwitch;
+  double bandwidth = 0;  // bytes/s per direction: per link (full mesh) or per device (switch)
+  double latency = 0;    // seconds per message step
+};
+
+struct InterNodeLink {
+  double nic_bandwidth = 0;  // bytes/s per direction per device
+  double latency = 0;        // seconds per message step
+};
+
+struct ClusterSpec {
+  std::string name;
+  std::string description;
+  int nodes = 1;
+  int devices_per_node = 1;
+  DeviceSpec device;
+  IntraNodeLink intra;
+  InterNodeLink inter;
+  // Memory kept free on every device (runtime context, allocator fragmentation), as a fraction of
+  // device memory; the planner admits a layout only if its parts fit in the rest.
+  double memory_reserve_fraction = 0.05;
+  // Measured collectives by [tier][collective], each sorted by ranks; empty: use the link model.
+  std::array<std::array<std::vector<CollectiveSample>, kNumCollectives>, 2> measured;
+
+  int device_count() const { return nodes * devices_per_node; }
+  double peak_flops(Precision precision) const { return device.peak_flops[static_cast<int>(precision)]; }
+
+  // GEMM efficiency at `size` (cube root of M*N*K), interpolated linearly in log(size) between the
+  // curve's points and clamped at its ends.
+  double gemm_efficiency(double size, Precision precision) const;
+
+  // Throws moe4d::Error naming the first bad field (non-positive sizes or speeds, efficiencies
+  // outside (0, 1], unsorted curves or tables). `source` prefixes the message.
+  void validate(const std::string& source) const;
+};
+
+// The efficiency curve used when a cluster gives none: a generic accelerator GEMM (small problems
+// are launch/latency bound, large ones reach ~80% of peak).
+const std::vector<EfficiencyPoint>& default_gemm_efficiency();
+
+// The same cluster with `devices` devices: fewer than one node keeps one partially used node;
+// more must be a whole number of nodes (moe4d::Error otherwise).
+ClusterSpec cluster_with_devices(const ClusterSpec& cluster, int devices);
+
+}  // namespace moe4d

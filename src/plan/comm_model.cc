@@ -1,0 +1,124 @@
+// plan/comm_model.cc — alpha-beta collective costs per link tier (formulas in plan/comm_model.h).
+#include "plan/comm_model.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace moe4d {
+
+double ring_all_reduce_seconds(int n, double bytes, double latency, double bandwidth) {
+  if (n <= 1) return 0;
+  return 2.0 * (n - 1) * latency + 2.0 * (n - 1) / n * bytes / bandwidth;
+}
+
+double ring_gather_seconds(int n, double bytes, double latency, double bandwidth) {
+  if (n <= 1) return 0;
+  return (n - 1) * latency + static_cast<double>(n - 1) / n * bytes / bandwidth;
+}
+
+double all_to_all_seconds(int n, double bytes, double latency, double bandwidth) {
+  if (n <= 1) return 0;
+  return (n - 1) * latency + static_cast<double>(n - 1) / n * bytes / bandwidth;
+}
+
+double send_recv_seconds(double bytes, double latency, double bandwidth) { return latency + bytes / bandwidth; }
+
+double intra_node_bandwidth(const ClusterSpec& cluster, int n) {
+  if (cluster.intra.kind == LinkKind::kFullMesh) return cluster.intra.bandwidth * std::max(1, n - 1);
+  return cluster.intra.bandwidth;
+}
+
+double bus_factor(Collective collective, int n) {
+  if (n <= 1) return 0;
+  switch (collective) {
+    case Collective::kAllReduce: return 2.0 * (n - 1) / n;
+    case Collective::kReduceScatter:
+    case Collective::kAllGather:
+    case Collective::kAllToAll: return static_cast<double>(n - 1) / n;
+    case Collective::kSendRecv: return 1;
+  }
+  return 1;
+}
+
+namespace {
+
+// Measured time at group size n: latency and bus bandwidth interpolated linearly between the
+// neighbouring samples (clamped at the ends of the table).
+double measured_seconds(const std::vector<CollectiveSample>& table, Collective collective, int n, double bytes) {
+  const CollectiveSample* lo = &table.front();
+  const CollectiveSample* hi = &table.back();
+  for (size_t i = 0; i < table.size(); ++i) {
+    if (table[i].ranks <= n) lo = &table[i];
+    if (table[i].ranks >= n) {
+      hi = &table[i];
+      break;
+    }
+  }
+  if (n <= table.front().ranks) lo = hi = &table.front();
+  if (n >= table.back().ranks) lo = hi = &table.back();
+  double w = 0;
+  if (hi->ranks != lo->ranks) w = static_cast<double>(n - lo->ranks) / (hi->ranks - lo->ranks);
+  const double latency = lo->latency + w * (hi->latency - lo->latency);
+  const double bus = lo->bus_bandwidth + w * (hi->bus_bandwidth - lo->bus_bandwidth);
+  return latency + bus_factor(collective, n) * bytes / bus;
+}
+
+const std::vector<CollectiveSample>& table(const ClusterSpec& c, LinkTier tier, Collective coll) {
+  return c.measured[static_cast<int>(tier)][static_cast<int>(coll)];
+}
+
+// One tier, one flat collective of n ranks.
+double flat_seconds(const ClusterSpec& c, LinkTier tier, Collective coll, int n, double bytes) {
+  if (n <= 1) return 0;
+  const auto& measured = table(c, tier, coll);
+  if (!measured.empty()) return measured_seconds(measured, coll, n, bytes);
+  const bool intra = tier == LinkTier::kIntraNode;
+  const double latency = intra ? c.intra.latency : c.inter.latency;
+  const double bandwidth = intra ? intra_node_bandwidth(c, n) : c.inter.nic_bandwidth;
+  switch (coll) {
+    case Collective::kAllReduce: return ring_all_reduce_seconds(n, bytes, latency, bandwidth);
+    case Collective::kReduceScatter:
+    case Collective::kAllGather: return ring_gather_seconds(n, bytes, latency, bandwidth);
+    case Collective::kAllToAll: return all_to_all_seconds(n, bytes, latency, bandwidth);
+    case Collective::kSendRecv: return send_recv_seconds(bytes, latency, bandwidth);
+  }
+  return 0;
+}
+
+}  // namespace
+
+double collective_seconds(const ClusterSpec& c, Collective coll, const GroupSpan& group, double bytes) {
+  const int n = group.size;
+  if (coll != Collective::kSendRecv && n <= 1) return 0;
+  if (!group.crosses_nodes()) return flat_seconds(c, LinkTier::kIntraNode, coll, std::max(n, 2), bytes);
+  const int g = std::max(1, group.per_node);
+  const int nodes = group.nodes;
+  const double flat = flat_seconds(c, LinkTier::kInterNode, coll, n, bytes);
+  switch (coll) {
+    case Collective::kAllReduce: {
+      if (g == 1) return flat;
+      const double hier = flat_seconds(c, LinkTier::kIntraNode, Collective::kReduceScatter, g, bytes) +
+                          flat_seconds(c, LinkTier::kInterNode, Collective::kAllReduce, nodes, bytes / g) +
+                          flat_seconds(c, LinkTier::kIntraNode, Collective::kAllGather, g, bytes);
+      return std::min(flat, hier);
+    }
+    case Collective::kReduceScatter:
+    case Collective::kAllGather: {
+      if (g == 1) return flat;
+      const double two_level = flat_seconds(c, LinkTier::kIntraNode, coll, g, bytes) +
+                               flat_seconds(c, LinkTier::kInterNode, coll, nodes, bytes / g);
+      return std::min(flat, two_level);
+    }
+    case Collective::kAllToAll: {
+      if (!table(c, LinkTier::kInterNode, coll).empty()) return flat;
+      const double latency = (n - 1) * c.inter.latency;
+      const double intra = g > 1 ? bytes * (g - 1) / n / intra_node_bandwidth(c, g) : 0;
+      const double inter = bytes * static_cast<double>(n - g) / n / c.inter.nic_bandwidth;
+      return latency + std::max(intra, inter);
+    }
+    case Collective::kSendRecv: return flat;
+  }
+  return flat;
+}
+
+}  // namespace moe4d

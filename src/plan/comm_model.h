@@ -1,0 +1,47 @@
+// plan/comm_model.h — alpha-beta cost of collectives on the cluster's link tiers.
+//
+// Per collective over n ranks with `bytes` the full buffer (all-to-all: one rank's send buffer),
+// alpha the per-step latency and B the per-device bandwidth (NCCL tuning.cc style):
+//   ring all-reduce            2 (n-1) alpha + 2 (n-1)/n * bytes / B
+//   reduce-scatter, all-gather   (n-1) alpha +   (n-1)/n * bytes / B
+//   all-to-all                   (n-1) alpha +   (n-1)/n * bytes / B
+//   send/recv                          alpha +             bytes / B
+//   hierarchical all-reduce    reduce-scatter inside each node (g ranks) + all-reduce of bytes/g
+//                              across the nodes + all-gather inside each node
+// A group inside one node uses the intra-node link: a full mesh gives a group of n devices n-1
+// links (B = link bandwidth * (n-1)), a switch a constant B per device. A group spanning nodes is
+// bound by each device's NIC: all-reduce takes the better of a flat ring over the NICs and the
+// hierarchical form; reduce-scatter/all-gather likewise (two-level); an all-to-all sends (g-1)/n of
+// its buffer over the intra-node link and (n-g)/n over the NIC at the same time. Measured tables in
+// the cluster (moe4d bench) replace the link formulas for the tiers and collectives they cover,
+// interpolated linearly in n. Pure functions.
+#pragma once
+
+#include "plan/cluster_spec.h"
+
+namespace moe4d {
+
+// The worst group of one parallel dimension: n ranks over `nodes` nodes, at least `per_node` ranks
+// on each of them.
+struct GroupSpan {
+  int size = 1;
+  int nodes = 1;
+  int per_node = 1;
+  bool crosses_nodes() const { return nodes > 1; }
+};
+
+double ring_all_reduce_seconds(int n, double bytes, double latency, double bandwidth);
+double ring_gather_seconds(int n, double bytes, double latency, double bandwidth);  // reduce-scatter or all-gather
+double all_to_all_seconds(int n, double bytes, double latency, double bandwidth);
+double send_recv_seconds(double bytes, double latency, double bandwidth);
+
+// Per-device intra-node bandwidth of a group of n devices (full mesh: n-1 links; switch: constant).
+double intra_node_bandwidth(const ClusterSpec& cluster, int n);
+
+// nccl-tests bus factor: bytes on the wire per device per byte of buffer.
+double bus_factor(Collective collective, int n);
+
+// Time of `collective` over `group` moving `bytes`; 0 for a group of one rank.
+double collective_seconds(const ClusterSpec& cluster, Collective collective, const GroupSpan& group, double bytes);
+
+}  // namespace moe4d

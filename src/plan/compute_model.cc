@@ -1,0 +1,86 @@
+// plan/compute_model.cc — GEMM lists per layer and their times.
+#include "plan/compute_model.h"
+
+#include <cmath>
+
+#include "plan/memory_model.h"
+
+namespace moe4d {
+
+double gemm_seconds(const ClusterSpec& cluster, Precision precision, double m, double n, double k, double count) {
+  if (m <= 0 || n <= 0 || k <= 0 || count <= 0) return 0;
+  const double size = std::cbrt(m * n * k);
+  return count * 2 * m * n * k / (cluster.peak_flops(precision) * cluster.gemm_efficiency(size, precision));
+}
+
+LayerCompute layer_compute(const ModelConfig& model, const TrainingSetup& setup, const Layout& layout,
+                           const ClusterSpec& cluster, bool moe_layer) {
+  const Precision p = setup.precision;
+  const double b = layout.micro_batch_size;
+  const double s = setup.seq_length;
+  const double tokens = b * s;
+  const double d = model.hidden_size;
+  const double f = model.ffn_hidden_size;
+  const double t = layout.tp;
+  const double heads = model.num_heads / t;
+  const double hd = model.head_dim();
+  LayerCompute out;
+  PassCompute& fw = out.forward;
+  auto add = [&](double m, double n, double k, double count) {
+    fw.flops += count * 2 * m * n * k;
+    const double seconds = gemm_seconds(cluster, p, m, n, k, count);
+    fw.gemm_time += seconds;
+    return seconds;
+  };
+  add(tokens, 3 * d / t, d, 1);                                   // qkv
+  out.attention_scores_time = add(s, s, hd, b * heads);           // q k^T
+  add(s, hd, s, b * heads);                                       // probs v
+  add(tokens, d, d / t, 1);                                       // W_o
+  if (moe_layer) {
+    const double e_local = model.moe.num_experts / static_cast<double>(layout.ep);
+    const double rows = routed_rows(model, tokens) / e_local;  // per local expert
+    add(tokens, model.moe.num_experts, d, 1);                      // router
+    out.expert_time = add(rows, f / t, d, 2 * e_local)             // W1, W3
+                      + add(rows, d, f / t, e_local);              // W2
+  } else {
+    add(tokens, f / t, d, 2);                                      // W1, W3
+    add(tokens, d, f / t, 1);                                      // W2
+  }
+  const LayerActivations act = layer_activations(model, setup, layout, moe_layer);
+  const double bandwidth = cluster.device.memory_bandwidth;
+  fw.elementwise_time = 2 * act.full / bandwidth;
+  out.attention_scores_time += 2 * act.probs / bandwidth;
+  out.gated_time = 2 * act.gated / bandwidth;
+  return out;
+}
+
+PassCompute head_compute(const ModelConfig& model, const TrainingSetup& setup, const Layout& layout,
+                         const ClusterSpec& cluster) {
+  const double tokens = static_cast<double>(layout.micro_batch_size) * setup.seq_length;
+  const double d = model.hidden_size;
+  const double vocab = model.vocab_size / static_cast<double>(layout.tp);
+  PassCompute out;
+  out.flops = 2 * tokens * vocab * d;
+  out.gemm_time = gemm_seconds(cluster, setup.precision, tokens, vocab, d);
+  // Norm in/out, then softmax over the fp32 logits (read twice, written once).
+  out.elementwise_time = (2 * tokens * d * setup.compute_bytes() + 3 * tokens * vocab * 4) / cluster.device.memory_bandwidth;
+  return out;
+}
+
+double model_forward_flops_per_sequence(const ModelConfig& model, int seq_length) {
+  const double s = seq_length;
+  const double d = model.hidden_size;
+  const double f = model.ffn_hidden_size;
+  double flops = 0;
+  for (int l = 0; l < model.num_layers; ++l) {
+    flops += 2 * s * d * 3 * d + 2 * s * s * d * 2 + 2 * s * d * d;
+    if (model.is_moe_layer(l)) {
+      flops += 2 * s * d * model.moe.num_experts + model.moe.top_k * 3 * 2 * s * d * f;
+    } else {
+      flops += 3 * 2 * s * d * f;
+    }
+  }
+  return flops + 2 * s * d * model.vocab_size;
+}
+
+}  // namespace moe4d

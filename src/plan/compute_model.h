@@ -1,0 +1,46 @@
+// plan/compute_model.h — compute time of one micro-batch on one device.
+//
+// Every matrix product of the reference model is listed with its per-device shape (after TP/EP
+// sharding) and timed as 2 M N K / (peak(precision) * efficiency(cbrt(M N K))), the efficiency
+// curve coming from the cluster (measured by `moe4d bench` or the preset's). Element-wise work
+// (norms, RoPE, softmax, SiLU, residual adds) is memory-bound: it reads and writes about twice the
+// layer's activations, at the device's memory bandwidth. Backward costs twice the forward (one
+// GEMM for the input gradient, one for the weight gradient). Pure functions.
+#pragma once
+
+#include "config/config.h"
+#include "plan/cluster_spec.h"
+#include "plan/layout.h"
+#include "plan/training_setup.h"
+
+namespace moe4d {
+
+// Seconds for `count` GEMMs [m,k] x [k,n].
+double gemm_seconds(const ClusterSpec& cluster, Precision precision, double m, double n, double k, double count = 1);
+
+struct PassCompute {
+  double flops = 0;
+  double gemm_time = 0;
+  double elementwise_time = 0;
+  double time() const { return gemm_time + elementwise_time; }
+};
+
+struct LayerCompute {
+  PassCompute forward;               // one micro-batch, one device
+  double attention_scores_time = 0;  // QK^T GEMMs + softmax: what selective recompute repeats
+  double gated_time = 0;             // SiLU * gate products: also repeated by selective recompute
+  double expert_time = 0;            // forward time of the expert GEMMs (what a chunked all-to-all hides behind)
+};
+
+LayerCompute layer_compute(const ModelConfig& model, const TrainingSetup& setup, const Layout& layout,
+                           const ClusterSpec& cluster, bool moe_layer);
+
+// Forward of the LM head (final norm + [T,d] x [d,V/t] + cross-entropy) for one micro-batch.
+PassCompute head_compute(const ModelConfig& model, const TrainingSetup& setup, const Layout& layout,
+                         const ClusterSpec& cluster);
+
+// Forward FLOPs of one sequence through the whole (unsharded) model, experts at top_k: the "model
+// FLOPs" of MFU (training = 3x, recompute not counted).
+double model_forward_flops_per_sequence(const ModelConfig& model, int seq_length);
+
+}  // namespace moe4d

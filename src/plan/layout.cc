@@ -1,0 +1,199 @@
+// plan/layout.cc — names, printing and parsing of planner layouts.
+#include "plan/layout.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <map>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace moe4d {
+
+int Layout::size(ParallelDim dim) const {
+  switch (dim) {
+    case ParallelDim::kTP: return tp;
+    case ParallelDim::kEP: return ep;
+    case ParallelDim::kDP: return dp;
+    case ParallelDim::kPP: return pp;
+  }
+  return 1;
+}
+
+const char* schedule_name(PipelineSchedule schedule) {
+  switch (schedule) {
+    case PipelineSchedule::kGPipe: return "gpipe";
+    case PipelineSchedule::k1F1B: return "1f1b";
+    case PipelineSchedule::kInterleaved: return "interleaved";
+  }
+  return "?";
+}
+
+const char* recompute_name(RecomputeGranularity recompute) {
+  switch (recompute) {
+    case RecomputeGranularity::kNone: return "none";
+    case RecomputeGranularity::kSelective: return "selective";
+    case RecomputeGranularity::kFull: return "full";
+  }
+  return "?";
+}
+
+std::string rank_order_string(const RankOrder& order) {
+  return fmt::format("{}-{}-{}-{}", parallel_dim_name(order[0]), parallel_dim_name(order[1]), parallel_dim_name(order[2]),
+                     parallel_dim_name(order[3]));
+}
+
+RankOrder parse_rank_order(const std::string& text) {
+  RankOrder order{};
+  bool seen[4] = {false, false, false, false};
+  std::stringstream in(text);
+  std::string part;
+  int n = 0;
+  while (std::getline(in, part, '-')) {
+    ParallelDim dim;
+    if (part == "tp") dim = ParallelDim::kTP;
+    else if (part == "ep") dim = ParallelDim::kEP;
+    else if (part == "dp") dim = ParallelDim::kDP;
+    else if (part == "pp") dim = ParallelDim::kPP;
+    else fail("rank order '{}': expected a permutation of tp, ep, dp, pp joined by '-', e.g. tp-ep-dp-pp", text);
+    if (n >= 4 || seen[static_cast<int>(dim)])
+      fail("rank order '{}': expected each of tp, ep, dp, pp exactly once", text);
+    seen[static_cast<int>(dim)] = true;
+    order[n++] = dim;
+  }
+  if (n != 4) fail("rank order '{}': expected each of tp, ep, dp, pp exactly once", text);
+  return order;
+}
+
+std::string layout_to_string(const Layout& l) {
+  std::string out = fmt::format("dp={},ep={},tp={},pp={},mbs={},mb={},schedule={}", l.dp, l.ep, l.tp, l.pp,
+                                l.micro_batch_size, l.micro_batch_num, schedule_name(l.schedule));
+  if (l.schedule == PipelineSchedule::kInterleaved) out += fmt::format(",v={}", l.virtual_stages);
+  out += fmt::format(",recompute={},zero={},order={}", recompute_name(l.recompute), l.zero_stage,
+                     rank_order_string(l.order));
+  return out;
+}
+
+std::string layout_dims_string(const Layout& l) { return fmt::format("dp{} ep{} tp{} pp{}", l.dp, l.ep, l.tp, l.pp); }
+
+namespace {
+
+int parse_positive(const std::string& key, const std::string& value) {
+  char* end = nullptr;
+  const long v = std::strtol(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || v <= 0 || v > 1000000)
+    fail("--layout {}={}: expected a positive integer", key, value);
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+Layout parse_layout(const std::string& text, int64_t global_batch, int devices) {
+  Layout l;
+  int mb = 0;
+  int mbs = 0;
+  bool have_v = false;
+  std::map<std::string, bool> seen;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) fail("--layout: '{}' is not key=value (e.g. dp=2,ep=8,tp=4,pp=1)", item);
+    const std::string key = item.substr(0, eq);
+    const std::string value = item.substr(eq + 1);
+    if (seen[key]) fail("--layout: key {} given twice", key);
+    seen[key] = true;
+    if (key == "dp") l.dp = parse_positive(key, value);
+    else if (key == "ep") l.ep = parse_positive(key, value);
+    else if (key == "tp") l.tp = parse_positive(key, value);
+    else if (key == "pp") l.pp = parse_positive(key, value);
+    else if (key == "mb" || key == "micro_batch_num") mb = parse_positive(key, value);
+    else if (key == "mbs") mbs = parse_positive(key, value);
+    else if (key == "v") { l.virtual_stages = parse_positive(key, value); have_v = true; }
+    else if (key == "schedule") {
+      if (value == "gpipe") l.schedule = PipelineSchedule::kGPipe;
+      else if (value == "1f1b") l.schedule = PipelineSchedule::k1F1B;
+      else if (value == "interleaved") l.schedule = PipelineSchedule::kInterleaved;
+      else fail("--layout schedule={}: expected gpipe, 1f1b or interleaved", value);
+    } else if (key == "recompute") {
+      if (value == "none" || value == "false") l.recompute = RecomputeGranularity::kNone;
+      else if (value == "selective") l.recompute = RecomputeGranularity::kSelective;
+      else if (value == "full" || value == "true") l.recompute = RecomputeGranularity::kFull;
+      else fail("--layout recompute={}: expected none, selective or full", value);
+    } else if (key == "zero") {
+      if (value != "0" && value != "1" && value != "2" && value != "3")
+        fail("--layout zero={}: expected 0, 1, 2 or 3", value);
+      l.zero_stage = value[0] - '0';
+    } else if (key == "order") {
+      l.order = parse_rank_order(value);
+    } else {
+      fail("--layout: unknown key '{}', expected dp, ep, tp, pp, mb, mbs, schedule, v, recompute, zero or order", key);
+    }
+  }
+  if (l.world() != devices)
+    fail("parallel size mismatch: dp {} x ep {} x tp {} x pp {} = {}, but {} devices are available", l.dp, l.ep, l.tp,
+         l.pp, l.world(), devices);
+  if (l.schedule == PipelineSchedule::kInterleaved) {
+    if (!have_v) l.virtual_stages = 2;
+    if (l.virtual_stages < 2) fail("--layout v={}: the interleaved schedule needs v >= 2 model chunks per rank", l.virtual_stages);
+  } else if (have_v && l.virtual_stages != 1) {
+    fail("--layout v={}: virtual stages need schedule=interleaved", l.virtual_stages);
+  }
+  const int64_t replicas = l.data_replicas();
+  if (global_batch % replicas != 0)
+    fail("global batch {} is not divisible by the {} data replicas (dp {} x ep {})", global_batch, replicas, l.dp, l.ep);
+  const int64_t per_replica = global_batch / replicas;
+  if (mb > 0 && mbs > 0) {
+    if (int64_t{mb} * mbs != per_replica)
+      fail("--layout mb={} x mbs={} = {} sequences per data replica, but global batch {} / {} replicas = {}", mb, mbs,
+           int64_t{mb} * mbs, global_batch, replicas, per_replica);
+  } else if (mb > 0) {
+    if (per_replica % mb != 0)
+      fail("--layout mb={}: {} sequences per data replica (global batch {} / {} replicas) do not split into {} micro-batches",
+           mb, per_replica, global_batch, replicas, mb);
+    mbs = static_cast<int>(per_replica / mb);
+  } else {
+    if (mbs == 0) mbs = 1;
+    if (per_replica % mbs != 0)
+      fail("--layout mbs={}: {} sequences per data replica (global batch {} / {} replicas) do not split into micro-batches of {}",
+           mbs, per_replica, global_batch, replicas, mbs);
+    mb = static_cast<int>(per_replica / mbs);
+  }
+  l.micro_batch_size = mbs;
+  l.micro_batch_num = mb;
+  return l;
+}
+
+Layout layout_from_parallel_config(const ParallelConfig& p, int64_t global_batch, int devices) {
+  if (!p.device_list.empty())
+    fail("parallel_config.device_list: the planner models rank orders, not explicit device lists; remove it to plan");
+  if (!p.stage_layers.empty())
+    fail("parallel_config.stage_layers: the planner splits layers evenly over stages; remove it to plan");
+  std::string text = fmt::format("dp={},ep={},tp={},pp={},mb={},schedule={},recompute={},zero={},order={}",
+                                 p.data_parallel, p.expert_parallel, p.tensor_parallel, p.pipeline_parallel,
+                                 p.micro_batch_num, schedule_name(p.pipeline_schedule), recompute_name(p.recompute),
+                                 p.zero_stage, p.rank_order);
+  if (p.pipeline_schedule == PipelineSchedule::kInterleaved) text += fmt::format(",v={}", p.virtual_pipeline);
+  return parse_layout(text, global_batch, devices);
+}
+
+ParallelConfig layout_to_parallel_config(const Layout& l, const ParallelConfig& base) {
+  ParallelConfig p = base;
+  p.data_parallel = l.dp;
+  p.expert_parallel = l.ep;
+  p.tensor_parallel = l.tp;
+  p.pipeline_parallel = l.pp;
+  p.micro_batch_num = l.micro_batch_num;
+  p.recompute = l.recompute;
+  p.zero_stage = l.zero_stage;
+  p.pipeline_schedule = l.schedule;
+  p.virtual_pipeline = l.virtual_stages;
+  p.rank_order = rank_order_string(l.order);
+  p.device_list.clear();
+  p.stage_layers.clear();
+  return p;
+}
+
+}  // namespace moe4d

@@ -1,0 +1,249 @@
+// plan/layout_evaluator.cc — memory and step time of one layout (model in plan/layout_evaluator.h).
+#include "plan/layout_evaluator.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "plan/compute_model.h"
+#include "plan/schedule_model.h"
+
+namespace moe4d {
+namespace {
+
+// Communication of `comm` seconds running beside `work` seconds of compute, in `chunks` slices:
+// the part that does not hide.
+double exposed_behind(double comm, double work, int chunks) {
+  if (comm <= 0) return 0;
+  if (chunks <= 1) return comm;
+  return std::max(comm, work) + std::min(comm, work) / chunks - work;
+}
+
+// Bucketed reduction of `comm` seconds behind `work` seconds of backward: the last bucket always waits.
+double exposed_buckets(double comm, double work, int buckets, bool overlap) {
+  if (comm <= 0) return 0;
+  if (!overlap) return comm;
+  const int nb = std::max(1, buckets);
+  return comm / nb + std::max(0.0, comm * (nb - 1) / nb - work);
+}
+
+}  // namespace
+
+std::string split_problem(const PlanContext& ctx, const Layout& l) {
+  const ModelConfig& m = ctx.model;
+  const int devices = ctx.cluster.device_count();
+  if (l.dp < 1 || l.ep < 1 || l.tp < 1 || l.pp < 1) return "every parallel size must be >= 1";
+  if (l.world() != devices)
+    return fmt::format("parallel size mismatch: dp {} x ep {} x tp {} x pp {} = {}, but {} devices are available", l.dp,
+                       l.ep, l.tp, l.pp, l.world(), devices);
+  if (m.num_heads % l.tp != 0) return fmt::format("tp {} does not divide num_heads {}", l.tp, m.num_heads);
+  if (m.ffn_hidden_size % l.tp != 0)
+    return fmt::format("tp {} does not divide ffn_hidden_size {}", l.tp, m.ffn_hidden_size);
+  if (m.vocab_size % l.tp != 0) return fmt::format("tp {} does not divide vocab_size {}", l.tp, m.vocab_size);
+  if (!m.is_moe() && l.ep > 1) return fmt::format("ep {} needs an MoE model (num_experts is 0)", l.ep);
+  if (m.is_moe() && m.moe.num_experts % l.ep != 0)
+    return fmt::format("ep {} does not divide num_experts {}", l.ep, m.moe.num_experts);
+  if (m.num_layers % l.pp != 0) return fmt::format("pp {} does not divide num_layers {}", l.pp, m.num_layers);
+  if (ctx.setup.global_batch % l.data_replicas() != 0)
+    return fmt::format("global batch {} is not divisible by dp {} x ep {} = {} data replicas", ctx.setup.global_batch,
+                       l.dp, l.ep, l.data_replicas());
+  return "";
+}
+
+std::string layout_problem(const PlanContext& ctx, const Layout& l) {
+  std::string problem = split_problem(ctx, l);
+  if (!problem.empty()) return problem;
+  const ModelConfig& m = ctx.model;
+  if (l.micro_batch_size < 1 || l.micro_batch_num < 1) return "micro-batch size and count must be >= 1";
+  if (l.zero_stage < 0 || l.zero_stage > 3) return fmt::format("zero stage {} is not 0, 1, 2 or 3", l.zero_stage);
+  if (l.schedule == PipelineSchedule::kInterleaved) {
+    if (l.pp < 2) return "the interleaved schedule needs pp >= 2";
+    if (l.virtual_stages < 2) return "the interleaved schedule needs v >= 2 model chunks per rank";
+    if (l.micro_batch_num % l.pp != 0)
+      return fmt::format("the interleaved schedule needs micro_batch_num {} to be a multiple of pp {}", l.micro_batch_num,
+                         l.pp);
+    if (m.num_layers % (l.pp * l.virtual_stages) != 0)
+      return fmt::format("pp {} x v {} does not divide num_layers {}", l.pp, l.virtual_stages, m.num_layers);
+  } else if (l.virtual_stages != 1) {
+    return "virtual stages need the interleaved schedule";
+  }
+  const int64_t batch = int64_t{l.data_replicas()} * l.micro_batch_size * l.micro_batch_num;
+  if (batch != ctx.setup.global_batch)
+    return fmt::format("dp {} x ep {} x mbs {} x mb {} = {} sequences, but the global batch is {}", l.dp, l.ep,
+                       l.micro_batch_size, l.micro_batch_num, batch, ctx.setup.global_batch);
+  return "";
+}
+
+LayoutEvaluator::LayoutEvaluator(const PlanContext& ctx) : ctx_(ctx) {
+  model_flops_per_sequence_ = model_forward_flops_per_sequence(ctx.model, ctx.setup.seq_length);
+}
+
+void LayoutEvaluator::fill_stage_params(const Layout& layout) {
+  stage_params_.resize(layout.pp);
+  for (int s = 0; s < layout.pp; ++s) stage_params_[s] = stage_params(ctx_.model, layout, s);
+}
+
+MemoryBreakdown LayoutEvaluator::memory(const Layout& layout) {
+  fill_stage_params(layout);
+  MemoryBreakdown peak;
+  double best = -1;
+  for (int s = 0; s < layout.pp; ++s) {
+    const MemoryBreakdown mem = stage_memory(ctx_.model, ctx_.setup, layout, ctx_.cluster, s, stage_params_[s]);
+    if (mem.total() > best) {
+      best = mem.total();
+      peak = mem;
+    }
+  }
+  return peak;
+}
+
+TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place) {
+  const ModelConfig& m = ctx_.model;
+  const TrainingSetup& setup = ctx_.setup;
+  const ClusterSpec& c = ctx_.cluster;
+  const double a = setup.compute_bytes();
+  const double tokens = static_cast<double>(l.micro_batch_size) * setup.seq_length;
+  const double d = m.hidden_size;
+  const int chunks = std::max(1, m.moe.a2a_chunks);
+
+  const LayerCompute dense = layer_compute(m, setup, l, c, false);
+  const LayerCompute moe = m.is_moe() ? layer_compute(m, setup, l, c, true) : LayerCompute{};
+  const PassCompute head = head_compute(m, setup, l, c);
+
+  // Collectives of one micro-batch.
+  const double tp_ar = collective_seconds(c, Collective::kAllReduce, place.tp, tokens * d * a);
+  const double tp_small = collective_seconds(c, Collective::kAllReduce, place.tp, tokens * 4);
+  const double a2a = m.is_moe() ? collective_seconds(c, Collective::kAllToAll, place.ep, routed_rows(m, tokens) * d * a) : 0;
+  const double p2p = l.pp > 1 ? collective_seconds(c, Collective::kSendRecv, place.pp_hop, tokens * d * a) : 0;
+  const double ep_fwd = 2 * a2a;  // dispatch + combine
+  const double ep_fwd_exposed = exposed_behind(ep_fwd, moe.expert_time, chunks);
+  const double ep_bwd_exposed = exposed_behind(ep_fwd, 2 * moe.expert_time, chunks);
+
+  const bool full = l.recompute == RecomputeGranularity::kFull;
+  const bool selective = l.recompute == RecomputeGranularity::kSelective;
+  auto recompute_compute = [&](const LayerCompute& lc) {
+    if (full) return lc.forward.time();
+    if (selective) return lc.attention_scores_time + lc.gated_time;
+    return 0.0;
+  };
+
+  struct StageTerms {
+    double compute = 0, recompute = 0, tp = 0, ep = 0, pp = 0, zero = 0, backward = 0;
+    double ep_total = 0, zero_total = 0;
+  };
+  StageTerms crit_terms;
+  double crit_time = -1;
+  stage_time_.resize(l.pp);
+  const int z = l.zero_stage;
+  const double grad_bytes = setup.grad_reduce_bytes();
+  TimeBreakdown out;
+
+  double dp_exposed = 0;
+  double zero_after_step = 0;
+  double optimizer = 0;
+  for (int s = 0; s < l.pp; ++s) {
+    const StageParams& sp = stage_params_[s];
+    const int n_dense = sp.layers - sp.moe_layers;
+    const int n_moe = sp.moe_layers;
+    StageTerms st;
+    const double fwd_compute = n_dense * dense.forward.time() + n_moe * moe.forward.time() +
+                               (sp.has_head ? head.time() : 0) +
+                               (sp.has_embedding ? 2 * tokens * d * a / c.device.memory_bandwidth : 0);
+    st.compute = 3 * fwd_compute;
+    st.recompute = n_dense * recompute_compute(dense) + n_moe * recompute_compute(moe);
+    const int layers = sp.layers;
+    double tp = 4 * layers * tp_ar;  // two all-reduces forward, two backward per layer
+    if (full) tp += 2 * layers * tp_ar;
+    if (sp.has_embedding) tp += tp_ar;                 // vocab-parallel embedding output
+    if (sp.has_head) tp += tp_ar + 3 * tp_small;       // head input gradient; CE max, sum, target logit
+    st.tp = l.tp > 1 ? tp : 0;
+    st.ep = n_moe * (ep_fwd_exposed + ep_bwd_exposed + (full ? ep_fwd_exposed : 0));
+    st.ep_total = n_moe * ep_fwd * (full ? 3 : 2);
+    st.pp = l.pp > 1 ? 2.0 * l.virtual_stages * p2p : 0;
+    st.backward = 2 * fwd_compute + st.recompute;
+
+    // Data-parallel traffic of this stage's parameters.
+    const double dense_params = sp.dense;
+    const double expert_params = sp.experts;
+    auto over_groups = [&](Collective coll, double bytes_per_param) {
+      return collective_seconds(c, coll, place.data, dense_params * bytes_per_param) +
+             collective_seconds(c, coll, place.dp, expert_params * bytes_per_param);
+    };
+    double stage_dp = 0;
+    double stage_ag = 0;
+    if (z == 0) {
+      stage_dp = over_groups(Collective::kAllReduce, grad_bytes);
+    } else if (z == 1) {
+      stage_dp = over_groups(Collective::kReduceScatter, grad_bytes);
+      stage_ag = over_groups(Collective::kAllGather, 4);
+    } else if (z == 2) {
+      // Gradients are sharded, so each micro-batch's are reduce-scattered during its backward.
+      const double rs = over_groups(Collective::kReduceScatter, grad_bytes);
+      st.zero = exposed_buckets(rs, st.backward, setup.grad_buckets, setup.overlap_grad_reduce);
+      st.zero_total = rs;
+      stage_ag = over_groups(Collective::kAllGather, 4);
+    } else {
+      // ZeRO-3: gather the weights for forward and again for backward, reduce-scatter the gradients;
+      // each layer's gather is prefetched behind the previous layer's compute except the first.
+      const double ag = over_groups(Collective::kAllGather, a);
+      const double rs = over_groups(Collective::kReduceScatter, grad_bytes);
+      const double per_layer = 1.0 / std::max(1, layers);
+      st.zero = std::max(0.0, ag - fwd_compute) + ag * per_layer + std::max(0.0, ag + rs - st.backward) +
+                (ag + rs) * per_layer;
+      st.zero_total = 2 * ag + rs;
+    }
+    // The last backward of stage s ends about s backward slots before stage 0's.
+    const double slack = s * st.backward;
+    dp_exposed = std::max(dp_exposed, exposed_buckets(stage_dp, st.backward + slack, setup.grad_buckets,
+                                                      setup.overlap_grad_reduce));
+    out.dp_comm_total = std::max(out.dp_comm_total, stage_dp);
+    zero_after_step = std::max(zero_after_step, stage_ag);
+    // AdamW: read param, grad, m, v; write param, m, v (+ the 16-bit copy): over the shard it owns.
+    const double opt_params = z >= 1 ? dense_params / (l.dp * l.ep) + expert_params / l.dp : dense_params + expert_params;
+    optimizer = std::max(optimizer, opt_params * (setup.mixed() ? 30 : 28) / c.device.memory_bandwidth);
+
+    stage_time_[s] = st.compute + st.recompute + st.tp + st.ep + st.pp + st.zero;
+    if (stage_time_[s] > crit_time) {
+      crit_time = stage_time_[s];
+      crit_terms = st;
+    }
+  }
+  const PipelineTime pipe = pipeline_time(l.schedule, l.micro_batch_num, l.virtual_stages, stage_time_.data(), l.pp);
+  const double mb = l.micro_batch_num;
+  out.critical_stage = pipe.critical_stage;
+  out.compute = mb * crit_terms.compute;
+  out.recompute = mb * crit_terms.recompute;
+  out.tp_comm = mb * crit_terms.tp;
+  out.ep_comm = mb * crit_terms.ep;
+  out.pp_comm = mb * crit_terms.pp;
+  out.zero_comm = mb * crit_terms.zero + zero_after_step;
+  out.ep_comm_total = mb * crit_terms.ep_total;
+  out.zero_comm_total = mb * crit_terms.zero_total + zero_after_step;
+  out.bubble = pipe.bubble;
+  out.dp_comm = dp_exposed;
+  out.optimizer = optimizer;
+  out.step = pipe.total + dp_exposed + zero_after_step + optimizer;
+  return out;
+}
+
+Evaluation LayoutEvaluator::evaluate_with_memory(const Layout& layout, const MemoryBreakdown& mem) {
+  Evaluation e;
+  e.layout = layout;
+  e.memory = mem;
+  e.memory_limit = memory_limit(ctx_.cluster);
+  e.fits = mem.total() <= e.memory_limit;
+  e.placement = compute_placement(layout, ctx_.cluster.devices_per_node);
+  e.time = time(layout, e.placement);
+  const double sequences = static_cast<double>(ctx_.setup.global_batch);
+  e.tokens_per_second = sequences * ctx_.setup.seq_length / e.time.step;
+  e.mfu = 3 * model_flops_per_sequence_ * sequences /
+          (e.time.step * layout.world() * ctx_.cluster.peak_flops(ctx_.setup.precision));
+  return e;
+}
+
+Evaluation LayoutEvaluator::evaluate(const Layout& layout) {
+  const MemoryBreakdown mem = memory(layout);  // also fills stage_params_ for time()
+  return evaluate_with_memory(layout, mem);
+}
+
+}  // namespace moe4d

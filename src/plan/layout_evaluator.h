@@ -1,0 +1,104 @@
+// plan/layout_evaluator.h — predicted memory and step time of one layout (the planner's core).
+//
+// Step time (docs/planner.md §Time). For each pipeline stage s and one micro-batch:
+//   F_s = forward compute + TP all-reduces + exposed EP all-to-all (+ embedding / head work)
+//   B_s = 2 x forward compute + TP + exposed all-to-all + recompute (full: the forward again with
+//         its collectives; selective: QK^T + softmax + gated products)
+//   t_s = F_s + B_s + pipeline send/recv + exposed per-micro-batch ZeRO-2/3 traffic
+// The pipeline part is m * max t_s + (sum t_s - max t_s) / v (plan/schedule_model.h); then the
+// data-parallel gradient reduction that the backward of the last micro-batch could not hide
+// (bucketed: all but the last bucket overlap), the ZeRO-1/2 parameter all-gather, and the
+// optimizer step (memory-bound). TP all-reduces (Megatron without sequence parallelism: two per
+// layer forward, two backward, on [T, d]) are on the critical path; the expert all-to-all (dispatch
+// + combine, forward and backward, T k rows of d) overlaps the expert GEMMs when the model's
+// moe.a2a_chunks > 1: exposed = max(a2a, gemm) + min(a2a, gemm) / chunks - gemm.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "plan/cluster_spec.h"
+#include "plan/layout.h"
+#include "plan/memory_model.h"
+#include "plan/placement.h"
+#include "plan/training_setup.h"
+
+namespace moe4d {
+
+// Everything a search holds fixed.
+struct PlanContext {
+  std::string model_name;
+  ModelConfig model;
+  TrainingSetup setup;
+  ClusterSpec cluster;
+};
+
+struct TimeBreakdown {
+  double compute = 0;    // critical stage, all micro-batches, forward + backward (no recompute)
+  double recompute = 0;  // extra forward compute of recompute on the critical stage
+  double tp_comm = 0;    // exposed, per step
+  double ep_comm = 0;
+  double pp_comm = 0;
+  double dp_comm = 0;    // gradient reduction left after the overlap
+  double zero_comm = 0;  // ZeRO gathers/scatters left after the overlap
+  double bubble = 0;
+  double optimizer = 0;
+  double step = 0;
+  // Totals before overlap (for the report).
+  double ep_comm_total = 0;
+  double dp_comm_total = 0;
+  double zero_comm_total = 0;
+  int critical_stage = 0;
+
+  double communication() const { return tp_comm + ep_comm + pp_comm + dp_comm + zero_comm; }
+};
+
+struct Evaluation {
+  Layout layout;
+  MemoryBreakdown memory;
+  double memory_limit = 0;
+  bool fits = false;
+  Placement placement;
+  TimeBreakdown time;
+  double tokens_per_second = 0;
+  double mfu = 0;  // model FLOPs / (step * devices * peak)
+};
+
+// Why the split dp x ep x tp x pp of `layout` cannot run this model on this cluster: device count,
+// heads / ffn / vocab % tp, experts % ep, layers % pp, global batch % (dp * ep); empty when it can.
+std::string split_problem(const PlanContext& ctx, const Layout& layout);
+
+// Why `layout` cannot run this model on this cluster (divisibility, device count, schedule
+// constraints), as one line; empty when it can. TP groups crossing nodes are allowed here (the
+// search refuses them separately).
+std::string layout_problem(const PlanContext& ctx, const Layout& layout);
+
+// Reusable evaluator: holds per-stage scratch so that a search evaluates candidates without
+// allocating. Borrows `ctx`, which must outlive it. Not thread-safe (one per thread).
+class LayoutEvaluator {
+ public:
+  explicit LayoutEvaluator(const PlanContext& ctx);
+  LayoutEvaluator(const LayoutEvaluator&) = delete;
+  LayoutEvaluator& operator=(const LayoutEvaluator&) = delete;
+
+  // Peak memory over the stages (the first pruning step of a search). Layout must be valid.
+  MemoryBreakdown memory(const Layout& layout);
+  // Full evaluation. Layout must be valid (layout_problem empty).
+  Evaluation evaluate(const Layout& layout);
+  // Time for `layout` given its memory: the last memory() call must have been for a layout with
+  // the same sizes, micro-batching, schedule, recompute and ZeRO stage (the rank order may differ,
+  // it only moves groups between link tiers). The search uses it to time every rank order once.
+  Evaluation evaluate_with_memory(const Layout& layout, const MemoryBreakdown& memory);
+
+ private:
+  void fill_stage_params(const Layout& layout);
+  TimeBreakdown time(const Layout& layout, const Placement& placement);
+
+  const PlanContext& ctx_;
+  double model_flops_per_sequence_ = 0;
+  std::vector<StageParams> stage_params_;
+  std::vector<double> stage_time_;
+};
+
+}  // namespace moe4d

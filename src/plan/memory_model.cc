@@ -1,0 +1,126 @@
+// plan/memory_model.cc — per-device memory of a layout (formulas in plan/memory_model.h).
+#include "plan/memory_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "plan/schedule_model.h"
+
+namespace moe4d {
+
+double routed_rows(const ModelConfig& m, double tokens) {
+  if (!m.is_moe()) return 0;
+  const double k = m.moe.top_k;
+  const double slots = tokens * k;
+  if (!m.moe.capacity_factor) return slots;
+  const double e = m.moe.num_experts;
+  const double capacity = std::ceil(slots * *m.moe.capacity_factor / e);
+  return std::min(slots, e * capacity);
+}
+
+LayerActivations layer_activations(const ModelConfig& m, const TrainingSetup& setup, const Layout& layout,
+                                   bool moe_layer) {
+  const double b = layout.micro_batch_size;
+  const double s = setup.seq_length;
+  const double tokens = b * s;
+  const double d = m.hidden_size;
+  const double f = m.ffn_hidden_size;
+  const double t = layout.tp;
+  const double a = setup.compute_bytes();
+  const double f32 = 4;
+  LayerActivations out;
+  out.probs = b * (m.num_heads / t) * s * s * a;
+  double attention = tokens * d * a                      // layer input
+                     + tokens * f32 + tokens * d * a     // norm rstd + normed input
+                     + tokens * 3 * d / t * a            // qkv
+                     + out.probs                         // softmax probabilities
+                     + tokens * d / t * a                // attention output before W_o
+                     + tokens * d * a                    // residual after attention
+                     + tokens * f32 + tokens * d * a;    // second norm rstd + normed
+  double ffn = 0;
+  if (moe_layer) {
+    const double e = m.moe.num_experts;
+    const double k = m.moe.top_k;
+    const double rows = routed_rows(m, tokens);
+    out.gated = rows * f / t * a;
+    ffn = 2 * tokens * e * f32            // router logits and probabilities
+          + tokens * k * (4 + f32)        // top-k indices and weights
+          + rows * d * a                  // permuted tokens
+          + 3 * rows * f / t * a          // W1, W3 outputs and gated product
+          + rows * d * a;                 // expert outputs
+  } else {
+    out.gated = tokens * f / t * a;
+    ffn = 3 * tokens * f / t * a;
+  }
+  out.full = attention + ffn;
+  switch (layout.recompute) {
+    case RecomputeGranularity::kNone: out.saved = out.full; break;
+    case RecomputeGranularity::kSelective: out.saved = out.full - out.probs - out.gated; break;
+    case RecomputeGranularity::kFull: out.saved = tokens * d * a; break;
+  }
+  return out;
+}
+
+double head_activation_bytes(const ModelConfig& m, const TrainingSetup& setup, const Layout& layout) {
+  const double tokens = static_cast<double>(layout.micro_batch_size) * setup.seq_length;
+  const double d = m.hidden_size;
+  const double a = setup.compute_bytes();
+  return 2 * tokens * d * a + tokens * 4 + tokens * (m.vocab_size / static_cast<double>(layout.tp)) * 4;
+}
+
+MemoryBreakdown stage_memory(const ModelConfig& m, const TrainingSetup& setup, const Layout& layout,
+                             const ClusterSpec& cluster, int stage, const StageParams& params) {
+  MemoryBreakdown mem;
+  mem.stage = stage;
+  const double dense_group = layout.dp * layout.ep;
+  const double expert_group = layout.dp;
+  const int z = layout.zero_stage;
+  auto sharded = [&](bool shard) {
+    return params.dense / (shard ? dense_group : 1) + params.experts / (shard ? expert_group : 1);
+  };
+  mem.weights = 4 * sharded(z >= 3);
+  mem.weights16 = setup.mixed() ? 2 * sharded(z >= 3) : 0;
+  mem.gradients = 4 * sharded(z >= 2);
+  mem.optimizer = 8 * sharded(z >= 1);
+  if (z >= 3) mem.zero3_gather = 2 * params.largest_layer * setup.compute_bytes();
+
+  const LayerActivations dense = layer_activations(m, setup, layout, false);
+  const LayerActivations moe = m.is_moe() ? layer_activations(m, setup, layout, true) : LayerActivations{};
+  const int dense_layers = params.layers - params.moe_layers;
+  const double per_micro_batch = dense_layers * dense.saved + params.moe_layers * moe.saved;
+  const double in_flight =
+      in_flight_micro_batches(layout.schedule, layout.pp, layout.micro_batch_num, layout.virtual_stages, stage);
+  mem.activations = in_flight * per_micro_batch;
+  if (params.has_head) {
+    // The head runs on the last chunk of the last stage: only GPipe keeps more than one micro-batch of it.
+    const double head_in_flight = layout.schedule == PipelineSchedule::kGPipe ? layout.micro_batch_num : 1;
+    mem.activations += head_in_flight * head_activation_bytes(m, setup, layout);
+  }
+
+  const LayerActivations* biggest = nullptr;
+  if (dense_layers > 0) biggest = &dense;
+  if (params.moe_layers > 0 && (!biggest || moe.full > biggest->full)) biggest = &moe;
+  if (biggest) {
+    mem.workspace = biggest->full;
+    if (layout.recompute == RecomputeGranularity::kFull) mem.workspace += biggest->full;
+    if (layout.recompute == RecomputeGranularity::kSelective) mem.workspace += biggest->probs + biggest->gated;
+  }
+
+  const double tokens = static_cast<double>(layout.micro_batch_size) * setup.seq_length;
+  const double a = setup.compute_bytes();
+  if (layout.pp > 1) mem.comm_buffers += 2 * tokens * m.hidden_size * a;
+  if (layout.ep > 1 && params.moe_layers > 0) mem.comm_buffers += 2 * routed_rows(m, tokens) * m.hidden_size * a;
+  const int buckets = std::max(1, setup.grad_buckets);
+  const double local_params = params.dense + params.experts;
+  if (z == 2) {
+    mem.comm_buffers += 2 * 4 * local_params / buckets;
+  } else if (z == 3) {
+    mem.comm_buffers += 2 * 4 * params.largest_layer;
+  } else if (setup.grad_compression != GradCompression::kNone) {
+    mem.comm_buffers += setup.grad_reduce_bytes() * local_params / buckets;
+  }
+  mem.reserve = cluster.memory_reserve_fraction * cluster.device.memory_bytes;
+  return mem;
+}
+
+}  // namespace moe4d

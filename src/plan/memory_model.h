@@ -1,0 +1,79 @@
+// plan/memory_model.h — bytes per device of a layout: state, activations, buffers, reserve.
+//
+// What is counted (the runtime's layout, docs/planner.md §Memory; T = micro_batch_size * seq tokens,
+// t = TP, a = activation bytes: 2 for bf16/fp16, 4 for fp32):
+//  * weights: fp32 master parameters (ZeRO-3: / data-parallel group), plus a 16-bit compute copy
+//    under bf16/fp16 (ZeRO-3: sharded too); gradients fp32 (ZeRO >= 2: sharded); AdamW m and v fp32
+//    (ZeRO >= 1: sharded). The data-parallel group is dp * ep for dense parameters, dp for experts.
+//  * ZeRO-3 gather buffers: one gathered and one prefetched layer of compute-precision weights.
+//  * activations saved for backward, per layer and micro-batch (no recompute): layer input [T,d],
+//    norm rstd [T] (fp32) + normed [T,d], qkv [T,3d/t], softmax probs [b,h/t,S,S], attention output
+//    [T,d/t], residual [T,d], second rstd + normed [T,d]; dense FFN W1, W3 outputs and the gated
+//    product [T,f/t] each; MoE router logits and probs [T,E] (fp32), top-k indices and weights
+//    [T,k] (4 bytes), permuted tokens [R,d], W1/W3/gated [R,f/t], expert outputs [R,d], where R =
+//    T k rows arrive per device under balanced routing (fewer when the capacity drops slots).
+//    Selective recompute drops probs and gated products; full recompute keeps only the layer input.
+//    Head (last stage): final norm input and output [T,d], logits [T,V/t] in fp32.
+//    Times the micro-batches in flight of the schedule (plan/schedule_model.h).
+//  * workspace: the backward of one layer materialises gradients as large as that layer's full
+//    activations; full recompute adds the rematerialised layer, selective its probs and gated.
+//  * communication buffers: PP send + receive [T,d]; EP dispatch/combine staging 2 [R,d]; ZeRO-2
+//    two gradient buckets in flight, ZeRO-3 two layers of fp32 gradients being reduce-scattered;
+//    a 16-bit staging bucket when gradients are compressed.
+//  * reserve: ClusterSpec::memory_reserve_fraction of the device.
+// Pure functions; a layout's peak is the maximum over its pipeline stages (LayoutEvaluator::memory).
+#pragma once
+
+#include "config/config.h"
+#include "plan/cluster_spec.h"
+#include "plan/layout.h"
+#include "plan/param_count.h"
+#include "plan/training_setup.h"
+
+namespace moe4d {
+
+struct MemoryBreakdown {
+  double weights = 0;       // fp32 master parameters
+  double weights16 = 0;     // 16-bit compute copy
+  double gradients = 0;
+  double optimizer = 0;     // AdamW m, v
+  double zero3_gather = 0;
+  double activations = 0;   // saved for backward, all micro-batches in flight
+  double workspace = 0;
+  double comm_buffers = 0;
+  double reserve = 0;
+  int stage = 0;            // pipeline stage these numbers are for
+
+  double state() const { return weights + weights16 + gradients + optimizer; }
+  double total() const {
+    return weights + weights16 + gradients + optimizer + zero3_gather + activations + workspace + comm_buffers +
+           reserve;
+  }
+};
+
+// Rows of [*, d] that one device's experts process per micro-batch of `tokens` tokens: T * k under
+// balanced dropless routing; with capacity_factor cf at most E * ceil(T k cf / E).
+double routed_rows(const ModelConfig& model, double tokens);
+
+struct LayerActivations {
+  double saved = 0;  // bytes kept for backward under the layout's recompute setting
+  double full = 0;   // bytes kept without recompute
+  double probs = 0;  // attention probabilities (part of full)
+  double gated = 0;  // gated products (part of full)
+};
+
+// One layer, one micro-batch, one device.
+LayerActivations layer_activations(const ModelConfig& model, const TrainingSetup& setup, const Layout& layout,
+                                   bool moe_layer);
+
+// Head activations of one micro-batch on the last stage.
+double head_activation_bytes(const ModelConfig& model, const TrainingSetup& setup, const Layout& layout);
+
+// Memory of one device of `stage`; `params` = stage_params(model, layout, stage).
+MemoryBreakdown stage_memory(const ModelConfig& model, const TrainingSetup& setup, const Layout& layout,
+                             const ClusterSpec& cluster, int stage, const StageParams& params);
+
+// Usable memory for the layout's parts: the device memory (the reserve is one of the parts).
+inline double memory_limit(const ClusterSpec& cluster) { return cluster.device.memory_bytes; }
+
+}  // namespace moe4d

@@ -1,0 +1,81 @@
+// plan/model_presets.cc — the built-in models (shapes in plan/model_presets.h).
+#include "plan/model_presets.h"
+
+#include <fmt/ranges.h>
+
+#include "core/error.h"
+
+namespace moe4d {
+namespace {
+
+ModelConfig make_model(int vocab, int hidden, int layers, int heads, int ffn, int seq, int experts, int top_k,
+                       int layer_freq) {
+  ModelConfig m;
+  m.vocab_size = vocab;
+  m.hidden_size = hidden;
+  m.num_layers = layers;
+  m.num_heads = heads;
+  m.ffn_hidden_size = ffn;
+  m.seq_length = seq;
+  m.tie_embeddings = false;
+  m.moe.num_experts = experts;
+  m.moe.top_k = top_k;
+  m.moe.layer_freq = layer_freq;
+  m.moe.capacity_factor.reset();  // dropless
+  return m;
+}
+
+TrainingSetup make_setup(int64_t global_batch, int seq) {
+  TrainingSetup s;
+  s.global_batch = global_batch;
+  s.seq_length = seq;
+  s.precision = Precision::kBF16;
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::string> model_preset_names() {
+  return {"moe-120b", "dense-70b", "mixtral-8x7b", "deepseek-v3-like", "moe-1t"};
+}
+
+bool is_model_preset(const std::string& name) {
+  for (const std::string& known : model_preset_names())
+    if (known == name) return true;
+  return false;
+}
+
+ModelPreset model_preset(const std::string& name) {
+  ModelPreset p;
+  p.name = name;
+  if (name == "moe-120b") {
+    // Dense part = attention 64 x 4 x 12288^2 = 38.7B + embeddings 2 x 65536 x 12288 = 1.6B (~40B);
+    // experts 64 layers x 16 x 3 x 12288 x 2048 = 77.3B (~80B): the articles' 40B + 80B split.
+    p.description = "the articles' 120B MoE: ~40B dense + ~77B experts (16 experts, top-2, every layer)";
+    p.model = make_model(65536, 12288, 64, 96, 2048, 4096, 16, 2, 1);
+    // The articles' parallel_config: 16 data replicas (DP2 x EP8) x 16 micro-batches.
+    p.setup = make_setup(256, 4096);
+  } else if (name == "dense-70b") {
+    p.description = "the articles' 70B dense model (Llama-2-70B shape with multi-head attention)";
+    p.model = make_model(32000, 8192, 80, 64, 24576, 4096, 0, 2, 1);
+    p.setup = make_setup(256, 4096);
+  } else if (name == "mixtral-8x7b") {
+    p.description = "Mixtral 8x7B: 8 experts, top-2, every layer (multi-head attention)";
+    p.model = make_model(32000, 4096, 32, 32, 14336, 4096, 8, 2, 1);
+    p.setup = make_setup(512, 4096);
+  } else if (name == "deepseek-v3-like") {
+    p.description = "DeepSeek-V3 proportions: 256 experts of 2048, top-8, 60 layers (no MLA, no shared expert)";
+    p.model = make_model(129280, 7168, 60, 128, 2048, 4096, 256, 8, 1);
+    p.setup = make_setup(15360, 4096);
+  } else if (name == "moe-1t") {
+    p.description = "a 1.05T-parameter MoE: 64 experts of 6656, top-2, 64 layers";
+    p.model = make_model(65536, 12288, 64, 96, 6656, 4096, 64, 2, 1);
+    p.setup = make_setup(8192, 4096);
+  } else {
+    fail("unknown model preset '{}', expected a moe4d config YAML or one of: {}", name,
+         fmt::join(model_preset_names(), ", "));
+  }
+  return p;
+}
+
+}  // namespace moe4d

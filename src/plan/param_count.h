@@ -1,0 +1,46 @@
+// plan/param_count.h — parameter counts of the reference model (design.md §2), whole and per device.
+//
+// Dense parameters (attention, norms, dense FFNs, routers, embedding, head) are replicated over the
+// dp * ep data replicas; expert parameters over dp only. Within a pipeline stage TP shards W_qkv,
+// W_o, W1/W2/W3 (dense and expert), the embedding and the head; norms and routers are replicated
+// over TP. Counts are doubles (1T-parameter models overflow nothing and the planner works in
+// doubles throughout). Pure functions.
+#pragma once
+
+#include "config/config.h"
+#include "plan/layout.h"
+
+namespace moe4d {
+
+struct ModelParamCount {
+  double attention = 0;  // sum over layers of W_qkv + W_o (4 d^2 each)
+  double norms = 0;      // 2 d per layer + the final norm
+  double dense_ffn = 0;  // 3 d f per dense layer
+  double routers = 0;    // d E per MoE layer
+  double experts = 0;    // E * 3 d f per MoE layer
+  double embedding = 0;  // V d
+  double head = 0;       // V d, 0 when tied
+  double dense() const { return attention + norms + dense_ffn + routers + embedding + head; }
+  double total() const { return dense() + experts; }
+  // Parameters one token passes through: experts count top_k of E.
+  double active = 0;
+};
+
+ModelParamCount count_model_params(const ModelConfig& model);
+
+// What one device of pipeline stage `stage` holds (per-device counts: already divided by TP / EP).
+struct StageParams {
+  double dense = 0;          // replicated over the dp * ep data replicas
+  double experts = 0;        // replicated over dp
+  double largest_layer = 0;  // dense + expert parameters of the biggest transformer layer on the stage
+  int layers = 0;
+  int moe_layers = 0;
+  bool has_embedding = false;  // stage 0
+  bool has_head = false;       // stage pp-1 (also a tied copy of the embedding when pp > 1)
+};
+
+// Layer l belongs to virtual stage l / (L / (pp * v)); virtual stage c * pp + s runs on stage s.
+// Requires num_layers % (pp * v) == 0 (checked by the evaluator before calling).
+StageParams stage_params(const ModelConfig& model, const Layout& layout, int stage);
+
+}  // namespace moe4d

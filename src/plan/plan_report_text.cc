@@ -1,0 +1,182 @@
+// plan/plan_report_text.cc — the text forms of the planner's output.
+#include <fmt/format.h>
+
+#include "plan/bottleneck.h"
+#include "plan/param_count.h"
+#include "plan/plan_report.h"
+#include "plan/schedule_model.h"
+
+namespace moe4d {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr int kMaxMappedRanks = 128;
+
+std::string gib(double bytes) { return fmt::format("{:.1f}", bytes / kGiB); }
+
+// Parameter counts: "117.6B", "19.4M", "3016".
+std::string count_text(double n) {
+  if (n >= 1e9) return fmt::format("{:.1f}B", n / 1e9);
+  if (n >= 1e6) return fmt::format("{:.1f}M", n / 1e6);
+  return fmt::format("{:.0f}", n);
+}
+
+// Memory parts: GiB from 1 GiB up, MiB below (tiny models would print 0.0 GiB otherwise).
+std::string bytes_text(double bytes) {
+  if (bytes >= kGiB) return fmt::format("{:.1f} GiB", bytes / kGiB);
+  return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024.0));
+}
+
+std::string schedule_text(const Layout& l) {
+  if (l.schedule == PipelineSchedule::kInterleaved) return fmt::format("interleaved v{}", l.virtual_stages);
+  return schedule_name(l.schedule);
+}
+
+std::string span_text(const GroupSpan& g) {
+  if (g.size <= 1) return "-";
+  if (!g.crosses_nodes()) return fmt::format("{} ranks in 1 node", g.size);
+  return fmt::format("{} ranks over {} nodes ({} per node)", g.size, g.nodes, g.per_node);
+}
+
+}  // namespace
+
+std::string format_context(const PlanContext& ctx) {
+  const ModelParamCount p = count_model_params(ctx.model);
+  const ModelConfig& m = ctx.model;
+  std::string model = fmt::format("model {}: {} parameters ({} dense + {} experts, {} active per token), d {}, {} layers, {} heads",
+                                  ctx.model_name, count_text(p.total()), count_text(p.dense()), count_text(p.experts),
+                                  count_text(p.active), m.hidden_size, m.num_layers, m.num_heads);
+  if (m.is_moe()) model += fmt::format(", {} experts top-{}", m.moe.num_experts, m.moe.top_k);
+  const ClusterSpec& c = ctx.cluster;
+  return fmt::format(
+      "{}\ncluster {}: {} devices ({} node{} x {}), {} GiB, {:.3g} TFLOPS {} per device\n"
+      "training: global batch {} x seq {} = {} tokens per step, {}\n",
+      model, c.name, c.device_count(), c.nodes, c.nodes == 1 ? "" : "s", c.devices_per_node,
+      format_gib(c.device.memory_bytes), c.peak_flops(ctx.setup.precision) / 1e12, precision_name(ctx.setup.precision),
+      ctx.setup.global_batch, ctx.setup.seq_length, ctx.setup.global_batch * ctx.setup.seq_length,
+      precision_name(ctx.setup.precision));
+}
+
+std::string format_ranked_table(const PlanContext& ctx, const SearchResult& r) {
+  std::string out = format_context(ctx);
+  out += fmt::format("searched {} splits, {} variants ({} fit, {} timed with rank orders) in {:.3f} s\n\n",
+                     r.factorizations, r.candidates, r.admitted, r.timed, r.seconds);
+  if (r.ranked.empty()) {
+    out += "no layout fits; the reasons for every split:\n";
+    return out + format_rejected(r);
+  }
+  out += fmt::format("{:>3}  {:<20} {:>4} {:>4}  {:<14} {:<9} {:>4}  {:<11}  {:>7}  {:>8}  {:>10}  {:>5}  {:>6}  {:>5}\n", "#",
+                     "layout", "mbs", "mb", "schedule", "recompute", "zero", "order", "mem GiB", "step s", "tokens/s",
+                     "MFU", "bubble", "comm");
+  for (size_t i = 0; i < r.ranked.size(); ++i) {
+    const Evaluation& e = r.ranked[i];
+    const Layout& l = e.layout;
+    out += fmt::format("{:>3}  {:<20} {:>4} {:>4}  {:<14} {:<9} {:>4}  {:<11}  {:>7}  {:>8.3f}  {:>10.0f}  {:>4.1f}%  {:>5.1f}%  {:>4.1f}%\n",
+                       i + 1, layout_dims_string(l), l.micro_batch_size, l.micro_batch_num, schedule_text(l),
+                       recompute_name(l.recompute), l.zero_stage, rank_order_string(l.order), gib(e.memory.total()),
+                       e.time.step, e.tokens_per_second, 100 * e.mfu, 100 * e.time.bubble / e.time.step,
+                       100 * e.time.communication() / e.time.step);
+  }
+  out += fmt::format("\nbest: {}\n", describe_bottleneck(ctx, r.ranked.front()));
+  out += fmt::format("{} splits refused (--show-rejected lists them); --explain RANK shows one row in full\n",
+                     r.rejected.size());
+  return out;
+}
+
+std::string format_rejected(const SearchResult& r) {
+  std::string out;
+  for (const RejectedLayout& j : r.rejected)
+    out += fmt::format("  dp{} ep{} tp{} pp{}: {}\n", j.dp, j.ep, j.tp, j.pp, j.reason);
+  return out;
+}
+
+std::string format_explain(const PlanContext& ctx, const Evaluation& e) {
+  const Layout& l = e.layout;
+  const MemoryBreakdown& m = e.memory;
+  const TimeBreakdown& t = e.time;
+  std::string out = format_context(ctx);
+  out += fmt::format("\nlayout {}\n", layout_to_string(l));
+  out += fmt::format("\nmemory per device (stage {}, the largest): {} of {} GiB — {}\n", m.stage, bytes_text(m.total()),
+                     format_gib(e.memory_limit), e.fits ? "fits" : "DOES NOT FIT");
+  const char* w16 = ctx.setup.precision == Precision::kFP16 ? "fp16" : "bf16";
+  auto mem_row = [&](const std::string& name, double bytes, const std::string& note) {
+    out += fmt::format("  {:<24} {:>10}  {}\n", name, bytes_text(bytes), note);
+  };
+  mem_row("weights fp32", m.weights, l.zero_stage >= 3 ? "sharded (ZeRO-3)" : "");
+  if (ctx.setup.mixed()) mem_row(fmt::format("weights {}", w16), m.weights16, l.zero_stage >= 3 ? "sharded (ZeRO-3)" : "");
+  mem_row("gradients fp32", m.gradients, l.zero_stage >= 2 ? "sharded (ZeRO-2+)" : "");
+  mem_row("optimizer (AdamW m, v)", m.optimizer, l.zero_stage >= 1 ? "sharded (ZeRO-1+)" : "");
+  if (m.zero3_gather > 0) mem_row("ZeRO-3 gathered layers", m.zero3_gather, "one gathered + one prefetched");
+  mem_row("activations", m.activations,
+          fmt::format("recompute {}, {:g} micro-batch(es) in flight ({})", recompute_name(l.recompute),
+                      in_flight_micro_batches(l.schedule, l.pp, l.micro_batch_num, l.virtual_stages, m.stage),
+                      schedule_text(l)));
+  mem_row("backward workspace", m.workspace, "one layer's gradients (+ its recompute)");
+  mem_row("communication buffers", m.comm_buffers, "");
+  mem_row("reserve", m.reserve, fmt::format("{:.0f}% of the device", 100 * ctx.cluster.memory_reserve_fraction));
+
+  if (t.step > 0) {
+    out += fmt::format("\nstep time {:.3f} s: {:.0f} tokens/s, MFU {:.1f}%, critical stage {}\n", t.step,
+                       e.tokens_per_second, 100 * e.mfu, t.critical_stage);
+    auto time_row = [&](const std::string& name, double seconds, const std::string& note) {
+      out += fmt::format("  {:<24} {:>9.3f} s {:>5.1f}%  {}\n", name, seconds, 100 * seconds / t.step, note);
+    };
+    time_row("compute", t.compute, fmt::format("{} micro-batches x (forward + backward)", l.micro_batch_num));
+    time_row("recompute", t.recompute, recompute_name(l.recompute));
+    time_row("TP all-reduce", t.tp_comm, span_text(e.placement.tp));
+    time_row("EP all-to-all", t.ep_comm,
+             fmt::format("exposed of {:.3f} s; {}", t.ep_comm_total, span_text(e.placement.ep)));
+    time_row("PP send/recv", t.pp_comm,
+             l.pp > 1 ? (e.placement.pp_hop.crosses_nodes() ? "neighbour stages on different nodes" : "inside a node")
+                      : "-");
+    const std::string groups =
+        fmt::format("dense over {}; experts over {}", span_text(e.placement.data), span_text(e.placement.dp));
+    time_row("DP gradient reduction", t.dp_comm,
+             l.zero_stage >= 2 ? "done by the ZeRO reduce-scatters below; " + groups
+                               : fmt::format("exposed of {:.3f} s; {}", t.dp_comm_total, groups));
+    time_row("ZeRO traffic", t.zero_comm, fmt::format("exposed of {:.3f} s", t.zero_comm_total));
+    time_row("pipeline bubble", t.bubble,
+             l.pp > 1 ? fmt::format("{} stages, {} micro-batches", l.pp, l.micro_batch_num) : "-");
+    time_row("optimizer step", t.optimizer, "");
+  }
+  out += fmt::format("\nbottleneck: {}\n", describe_bottleneck(ctx, e));
+  if (t.step > 0) {
+    const Placement& p = e.placement;
+    out += fmt::format("\nplacement ({} devices per node, rank order {}):\n", ctx.cluster.devices_per_node,
+                       rank_order_string(l.order));
+    out += fmt::format("  TP {}\n  EP {}\n  DP {}\n  DP x EP {}\n  PP {}\n", span_text(p.tp), span_text(p.ep),
+                       span_text(p.dp), span_text(p.data), span_text(p.pp));
+    if (l.world() <= kMaxMappedRanks) {
+      out += describe_placement(l, ctx.cluster.devices_per_node);
+    } else {
+      out += fmt::format("  (rank-to-device map omitted for {} ranks; --format json has the group spans)\n", l.world());
+    }
+  }
+  return out;
+}
+
+std::string format_sweep(const PlanContext& ctx, const std::vector<SweepPoint>& sweep) {
+  std::string out = format_context(ctx);
+  out += fmt::format("\n{:>8}  {:<20} {:>4} {:>4}  {:<14} {:<9} {:>4}  {:>7}  {:>8}  {:>10}  {:>10}  {:>5}  {:>8}\n",
+                     "devices", "best layout", "mbs", "mb", "schedule", "recompute", "zero", "mem GiB", "step s",
+                     "tokens/s", "per device", "MFU", "scaling");
+  double base_per_device = 0;
+  for (const SweepPoint& point : sweep) {
+    if (point.result.ranked.empty()) {
+      out += fmt::format("{:>8}  no layout fits ({} splits refused)\n", point.devices, point.result.rejected.size());
+      continue;
+    }
+    const Evaluation& e = point.result.ranked.front();
+    const Layout& l = e.layout;
+    const double per_device = e.tokens_per_second / point.devices;
+    if (base_per_device == 0) base_per_device = per_device;
+    out += fmt::format("{:>8}  {:<20} {:>4} {:>4}  {:<14} {:<9} {:>4}  {:>7}  {:>8.3f}  {:>10.0f}  {:>10.1f}  {:>4.1f}%  {:>7.0f}%\n",
+                       point.devices, layout_dims_string(l), l.micro_batch_size, l.micro_batch_num, schedule_text(l),
+                       recompute_name(l.recompute), l.zero_stage, gib(e.memory.total()), e.time.step,
+                       e.tokens_per_second, per_device, 100 * e.mfu, 100 * per_device / base_per_device);
+  }
+  out += "(scaling: tokens/s per device relative to the first device count that fits)\n";
+  return out;
+}
+
+}  // namespace moe4d

@@ -1,0 +1,136 @@
+// plan/planner.cc — the `moe4d plan` flow (plan/planner.h).
+#include "plan/planner.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+
+#include "core/error.h"
+#include "plan/cluster_presets.h"
+#include "plan/cluster_yaml.h"
+#include "plan/layout_export.h"
+#include "plan/model_source.h"
+#include "plan/plan_report.h"
+
+namespace moe4d {
+namespace {
+
+ClusterSpec resolve_cluster(const std::string& arg) {
+  if (is_cluster_preset(arg)) return cluster_preset(arg);
+  return load_cluster_file(arg);
+}
+
+std::string dump(const nlohmann::json& doc) { return doc.dump(2) + "\n"; }
+
+struct Resolved {
+  PlanContext ctx;
+  std::optional<Config> config;
+};
+
+Resolved resolve(const PlanRequest& request) {
+  Resolved r;
+  const PlanModel model = load_plan_model(request.model);
+  r.config = model.config;
+  r.ctx.model_name = model.name;
+  r.ctx.model = model.model;
+  r.ctx.setup = model.setup;
+  if (request.global_batch) r.ctx.setup.global_batch = *request.global_batch;
+  if (request.seq_length) r.ctx.setup.seq_length = *request.seq_length;
+  if (request.precision) r.ctx.setup.precision = *request.precision;
+  if (r.ctx.setup.global_batch <= 0) fail("--global-batch must be a positive number of sequences");
+  if (r.ctx.setup.seq_length <= 0) fail("--seq-length must be a positive number of tokens");
+  r.ctx.cluster = resolve_cluster(request.cluster);
+  if (!request.devices.empty()) r.ctx.cluster = cluster_with_devices(r.ctx.cluster, request.devices.front());
+  return r;
+}
+
+}  // namespace
+
+Precision parse_precision(const std::string& name) {
+  if (name == "fp32") return Precision::kFP32;
+  if (name == "bf16") return Precision::kBF16;
+  if (name == "fp16") return Precision::kFP16;
+  fail("--precision {}: expected fp32, bf16 or fp16", name);
+}
+
+std::vector<int> parse_device_list(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v <= 0 || v > (1 << 24))
+      fail("--devices {}: expected positive integers separated by commas, e.g. 32,64,128", text);
+    out.push_back(static_cast<int>(v));
+  }
+  if (out.empty()) fail("--devices: expected at least one device count");
+  return out;
+}
+
+std::string run_plan(const PlanRequest& request) {
+  if (request.top < 1) fail("--top {}: expected a positive number of rows", request.top);
+  const bool sweep = request.devices.size() > 1;
+  if (sweep && !request.layout.empty())
+    fail("--layout evaluates one device count, but --devices lists {}; pass one", request.devices.size());
+  if (sweep && (request.explain > 0 || !request.export_format.empty()))
+    fail("--explain and --export need one device count, but --devices lists {}", request.devices.size());
+  if (!request.layout.empty() && request.explain > 0)
+    fail("--explain RANK picks a row of the search; with --layout the layout itself is explained");
+  std::optional<ExportFormat> export_format;
+  if (!request.export_format.empty()) export_format = parse_export_format(request.export_format);
+
+  const Resolved resolved = resolve(request);
+  const PlanContext& ctx = resolved.ctx;
+
+  if (sweep) {
+    std::vector<SweepPoint> points;
+    for (int devices : request.devices) {
+      PlanContext at = ctx;
+      at.cluster = cluster_with_devices(ctx.cluster, devices);
+      points.push_back({devices, search_layouts(at, request.space, 1)});
+    }
+    return request.json ? dump(sweep_json(ctx, points)) : format_sweep(ctx, points);
+  }
+
+  if (!request.layout.empty()) {
+    Layout layout;
+    const int devices = ctx.cluster.device_count();
+    if (request.layout == "config") {
+      if (!resolved.config) fail("--layout config needs MODEL to be a moe4d config file, not the preset '{}'", request.model);
+      layout = layout_from_parallel_config(resolved.config->parallel, ctx.setup.global_batch, devices);
+    } else {
+      layout = parse_layout(request.layout, ctx.setup.global_batch, devices);
+    }
+    const std::string problem = layout_problem(ctx, layout);
+    if (!problem.empty()) fail("layout {} cannot run: {}", layout_to_string(layout), problem);
+    if (export_format) return export_layout(*export_format, ctx, layout, resolved.config);
+    LayoutEvaluator evaluator(ctx);
+    const Evaluation e = evaluator.evaluate(layout);
+    return request.json ? dump(evaluation_json(ctx, e)) : format_explain(ctx, e);
+  }
+
+  const int rows = std::max(request.top, request.explain);
+  const SearchResult result = search_layouts(ctx, request.space, rows);
+  if (request.explain > 0 || export_format) {
+    const int rank = std::max(1, request.explain);
+    if (result.ranked.empty())
+      fail("no layout of {} fits {} devices of {}; nothing to {} (run without --explain/--export for the reasons)",
+           ctx.model_name, ctx.cluster.device_count(), ctx.cluster.name, export_format ? "export" : "explain");
+    if (rank > static_cast<int>(result.ranked.size()))
+      fail("--explain {}: only {} layouts fit", rank, result.ranked.size());
+    const Evaluation& chosen = result.ranked[rank - 1];
+    if (export_format) return export_layout(*export_format, ctx, chosen.layout, resolved.config);
+    return request.json ? dump(evaluation_json(ctx, chosen)) : format_explain(ctx, chosen);
+  }
+  if (request.json) {
+    SearchResult shown = result;
+    shown.ranked.resize(std::min<size_t>(shown.ranked.size(), request.top));
+    return dump(search_json(ctx, shown, request.show_rejected));
+  }
+  std::string out = format_ranked_table(ctx, result);
+  if (request.show_rejected && !result.ranked.empty()) out += "\nrefused splits:\n" + format_rejected(result);
+  return out;
+}
+
+}  // namespace moe4d

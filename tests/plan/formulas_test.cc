@@ -1,0 +1,344 @@
+// tests/plan/formulas_test.cc — every planner formula against values computed by hand.
+#include <gtest/gtest.h>
+
+#include "plan/comm_model.h"
+#include "plan/compute_model.h"
+#include "plan/layout_evaluator.h"
+#include "plan/memory_model.h"
+#include "plan/param_count.h"
+#include "plan_test_util.h"
+#include "plan/schedule_model.h"
+
+namespace moe4d {
+namespace {
+
+using testing::flat_cluster;
+using testing::make_layout;
+using testing::tiny_moe;
+using testing::tiny_setup;
+
+// ---- parameters --------------------------------------------------------------------------------
+
+TEST(ParamCount, TinyModelByHand) {
+  const ModelParamCount c = count_model_params(tiny_moe());
+  EXPECT_DOUBLE_EQ(c.attention, 2 * 4 * 8 * 8);      // 512
+  EXPECT_DOUBLE_EQ(c.norms, 2 * 2 * 8 + 8);          // 40
+  EXPECT_DOUBLE_EQ(c.dense_ffn, 3 * 8 * 16);         // layer 0 only: 384
+  EXPECT_DOUBLE_EQ(c.routers, 8 * 4);                // layer 1: 32
+  EXPECT_DOUBLE_EQ(c.experts, 4 * 3 * 8 * 16);       // 1536
+  EXPECT_DOUBLE_EQ(c.embedding, 32 * 8);
+  EXPECT_DOUBLE_EQ(c.head, 32 * 8);
+  EXPECT_DOUBLE_EQ(c.dense(), 1480);
+  EXPECT_DOUBLE_EQ(c.total(), 3016);
+  EXPECT_DOUBLE_EQ(c.active, 1480 + 2 * 384);  // top-2 of the 4 experts
+}
+
+TEST(ParamCount, StageParamsShardByTpAndEp) {
+  const ModelConfig m = tiny_moe();
+  const Layout l = make_layout(1, 2, 2, 2, 1, 1);
+  const StageParams s0 = stage_params(m, l, 0);
+  // Layer 0 (dense): 4d^2/t + 2d + 3df/t = 128 + 16 + 192; embedding V d / t = 128.
+  EXPECT_DOUBLE_EQ(s0.dense, 336 + 128);
+  EXPECT_DOUBLE_EQ(s0.experts, 0);
+  EXPECT_DOUBLE_EQ(s0.largest_layer, 336);
+  EXPECT_EQ(s0.layers, 1);
+  EXPECT_EQ(s0.moe_layers, 0);
+  EXPECT_TRUE(s0.has_embedding);
+  EXPECT_FALSE(s0.has_head);
+  const StageParams s1 = stage_params(m, l, 1);
+  // Layer 1 (MoE): 128 + 16 + router d E = 32; experts (E/ep) * 3df/t = 2 * 192; final norm 8 + head 128.
+  EXPECT_DOUBLE_EQ(s1.dense, 176 + 8 + 128);
+  EXPECT_DOUBLE_EQ(s1.experts, 384);
+  EXPECT_DOUBLE_EQ(s1.largest_layer, 176 + 384);
+  EXPECT_EQ(s1.moe_layers, 1);
+  EXPECT_TRUE(s1.has_head);
+}
+
+TEST(ParamCount, TiedHeadIsSharedOnlyOnOneStage) {
+  ModelConfig m = tiny_moe();
+  m.tie_embeddings = true;
+  const StageParams one = stage_params(m, make_layout(1, 1, 1, 1, 1, 1), 0);
+  EXPECT_DOUBLE_EQ(one.dense, (256 + 16 + 384) + (256 + 16 + 32) + 256 + 8);
+  EXPECT_DOUBLE_EQ(one.experts, 1536);
+  // With two stages the last one keeps its own copy of the tied matrix.
+  const StageParams last = stage_params(m, make_layout(1, 1, 1, 2, 1, 1), 1);
+  EXPECT_DOUBLE_EQ(last.dense, (256 + 16 + 32) + 8 + 256);
+}
+
+TEST(ParamCount, InterleavedChunksTakeEveryPpthVirtualStage) {
+  ModelConfig m = tiny_moe();
+  m.num_layers = 8;  // layers 1, 3, 5, 7 are MoE
+  Layout l = make_layout(1, 1, 1, 2, 1, 2);
+  l.schedule = PipelineSchedule::kInterleaved;
+  l.virtual_stages = 2;
+  // 2 layers per chunk: stage 0 holds virtual stages 0 and 2 = layers {0,1} and {4,5}.
+  const StageParams s0 = stage_params(m, l, 0);
+  EXPECT_EQ(s0.layers, 4);
+  EXPECT_EQ(s0.moe_layers, 2);
+}
+
+// ---- activations and memory -------------------------------------------------------------------
+
+TEST(Memory, RoutedRowsWithAndWithoutCapacity) {
+  ModelConfig m = tiny_moe();
+  EXPECT_DOUBLE_EQ(routed_rows(m, 10), 20);  // T k
+  m.moe.capacity_factor = 1.0;               // ceil(20 / 4) = 5 per expert, 4 experts: 20
+  EXPECT_DOUBLE_EQ(routed_rows(m, 10), 20);
+  m.moe.capacity_factor = 0.5;               // ceil(2.5) = 3 per expert: 12
+  EXPECT_DOUBLE_EQ(routed_rows(m, 10), 12);
+}
+
+TEST(Memory, LayerActivationsByHand) {
+  const ModelConfig m = tiny_moe();
+  const TrainingSetup s = tiny_setup();
+  Layout l = make_layout(1, 1, 2, 1, 2, 1);  // b 2, S 4: T 8; tp 2: one local head
+  // Attention, fp32: x 256, rstd 32, normed 256, qkv T*3d/t*4 = 384, probs b*1*S*S*4 = 128,
+  // attention out T*d/t*4 = 128, residual 256, rstd 32 + normed 256: 1728.
+  const LayerActivations dense = layer_activations(m, s, l, false);
+  EXPECT_DOUBLE_EQ(dense.probs, 128);
+  EXPECT_DOUBLE_EQ(dense.gated, 8 * 8 * 4);
+  EXPECT_DOUBLE_EQ(dense.full, 1728 + 3 * 256);
+  EXPECT_DOUBLE_EQ(dense.saved, dense.full);
+  // MoE: logits + probs 2*T*E*4 = 256, top-k T*k*8 = 128, permuted R*d*4 = 512 (R = 16),
+  // W1/W3/gated 3*R*(f/t)*4 = 1536, expert out 512.
+  const LayerActivations moe = layer_activations(m, s, l, true);
+  EXPECT_DOUBLE_EQ(moe.full, 1728 + 256 + 128 + 512 + 1536 + 512);
+  EXPECT_DOUBLE_EQ(moe.gated, 16 * 8 * 4);
+  l.recompute = RecomputeGranularity::kSelective;
+  EXPECT_DOUBLE_EQ(layer_activations(m, s, l, true).saved, moe.full - 128 - 512);
+  l.recompute = RecomputeGranularity::kFull;
+  EXPECT_DOUBLE_EQ(layer_activations(m, s, l, true).saved, 8 * 8 * 4);
+  // bf16 halves the 16-bit tensors, not the fp32 rstd.
+  TrainingSetup half = s;
+  half.precision = Precision::kBF16;
+  l.recompute = RecomputeGranularity::kNone;
+  EXPECT_DOUBLE_EQ(layer_activations(m, half, l, false).full, 128 + 32 + 128 + 192 + 64 + 64 + 128 + 32 + 128 + 384);
+  EXPECT_DOUBLE_EQ(head_activation_bytes(m, s, l), 2 * 8 * 8 * 4 + 8 * 4 + 8 * 16 * 4);
+}
+
+TEST(Memory, StageMemoryByHandForEachZeroStage) {
+  const ModelConfig m = tiny_moe();
+  const TrainingSetup s = tiny_setup();
+  ClusterSpec c = flat_cluster(1, 4);
+  Layout l = make_layout(1, 2, 2, 2, 2, 4);  // 1F1B, 4 micro-batches
+  const StageParams p1 = stage_params(m, l, 1);  // dense 312, experts 384
+  MemoryBreakdown z0 = stage_memory(m, s, l, c, 1, p1);
+  EXPECT_DOUBLE_EQ(z0.weights, 4 * 696);
+  EXPECT_DOUBLE_EQ(z0.weights16, 0);
+  EXPECT_DOUBLE_EQ(z0.gradients, 4 * 696);
+  EXPECT_DOUBLE_EQ(z0.optimizer, 8 * 696);
+  // Last stage of 1F1B holds one micro-batch: the MoE layer (4672) and the head (1056).
+  EXPECT_DOUBLE_EQ(z0.activations, 4672 + 1056);
+  EXPECT_DOUBLE_EQ(z0.workspace, 4672);
+  // PP send + receive 2*T*d*4 = 512; EP staging 2*R*d*4 = 1024.
+  EXPECT_DOUBLE_EQ(z0.comm_buffers, 512 + 1024);
+  EXPECT_DOUBLE_EQ(z0.reserve, 0);
+  EXPECT_DOUBLE_EQ(z0.total(), 23072);
+
+  // ZeRO shards over dp*ep = 2 (dense) and dp = 1 (experts): 312/2 + 384 = 540 per group.
+  l.zero_stage = 1;
+  EXPECT_DOUBLE_EQ(stage_memory(m, s, l, c, 1, p1).optimizer, 8 * 540);
+  l.zero_stage = 2;
+  const MemoryBreakdown z2 = stage_memory(m, s, l, c, 1, p1);
+  EXPECT_DOUBLE_EQ(z2.gradients, 4 * 540);
+  EXPECT_DOUBLE_EQ(z2.comm_buffers, 1536 + 2 * 4 * 696 / 4.0);  // two fp32 buckets of four
+  l.zero_stage = 3;
+  const MemoryBreakdown z3 = stage_memory(m, s, l, c, 1, p1);
+  EXPECT_DOUBLE_EQ(z3.weights, 4 * 540);
+  EXPECT_DOUBLE_EQ(z3.zero3_gather, 2 * 560 * 4);
+  EXPECT_DOUBLE_EQ(z3.comm_buffers, 1536 + 2 * 4 * 560);
+
+  // Stage 0 of 1F1B holds pp = 2 micro-batches of its dense layer (2496 bytes each); GPipe all 4.
+  l.zero_stage = 0;
+  const StageParams p0 = stage_params(m, l, 0);
+  EXPECT_DOUBLE_EQ(stage_memory(m, s, l, c, 0, p0).activations, 2 * 2496);
+  l.schedule = PipelineSchedule::kGPipe;
+  EXPECT_DOUBLE_EQ(stage_memory(m, s, l, c, 0, p0).activations, 4 * 2496);
+  EXPECT_DOUBLE_EQ(stage_memory(m, s, l, c, 1, p1).activations, 4 * (4672 + 1056));
+
+  // Mixed precision adds the 16-bit copy; the reserve is a fraction of the device.
+  TrainingSetup bf16 = s;
+  bf16.precision = Precision::kBF16;
+  c.memory_reserve_fraction = 0.25;
+  const MemoryBreakdown mixed = stage_memory(m, bf16, l, c, 1, p1);
+  EXPECT_DOUBLE_EQ(mixed.weights16, 2 * 696);
+  EXPECT_DOUBLE_EQ(mixed.reserve, 0.25 * 1e12);
+}
+
+// ---- schedules -----------------------------------------------------------------------------------
+
+TEST(Schedule, BubbleMatchesTheArticlesRule) {
+  // (PP - 1) / (PP + micro_batch_num - 1): PP2 with 4 micro-batches ~ 1/5; PP8 with 4 > 1/2.
+  EXPECT_DOUBLE_EQ(bubble_fraction(2, 4, 1), 1.0 / 5.0);
+  EXPECT_DOUBLE_EQ(bubble_fraction(8, 4, 1), 7.0 / 11.0);
+  EXPECT_GT(bubble_fraction(8, 4, 1), 0.5);
+  EXPECT_DOUBLE_EQ(bubble_fraction(4, 8, 2), 1.5 / 9.5);  // interleaving divides the idle part by v
+}
+
+TEST(Schedule, MicroBatchesInFlight) {
+  EXPECT_EQ(in_flight_micro_batches(PipelineSchedule::kGPipe, 4, 8, 1, 0), 8);
+  EXPECT_EQ(in_flight_micro_batches(PipelineSchedule::k1F1B, 4, 8, 1, 0), 4);
+  EXPECT_EQ(in_flight_micro_batches(PipelineSchedule::k1F1B, 4, 8, 1, 3), 1);
+  EXPECT_EQ(in_flight_micro_batches(PipelineSchedule::k1F1B, 4, 2, 1, 0), 2);
+  // Megatron interleaved, first stage: p (1 + (p-1)/(p v)) = 4 * (1 + 3/8) = 5.5.
+  EXPECT_DOUBLE_EQ(in_flight_micro_batches(PipelineSchedule::kInterleaved, 4, 8, 2, 0), 5.5);
+  // Last stage: (v-1) p + 1 = 5 chunk-micro-batches = 2.5 stages' worth.
+  EXPECT_DOUBLE_EQ(in_flight_micro_batches(PipelineSchedule::kInterleaved, 4, 8, 2, 3), 2.5);
+}
+
+TEST(Schedule, PipelineTimeUsesTheSlowestStage) {
+  const double t[] = {1, 2, 1, 1};
+  const PipelineTime one = pipeline_time(PipelineSchedule::k1F1B, 4, 1, t, 4);
+  EXPECT_DOUBLE_EQ(one.total, 4 * 2 + 3);
+  EXPECT_DOUBLE_EQ(one.bubble, 3);
+  EXPECT_EQ(one.critical_stage, 1);
+  const PipelineTime inter = pipeline_time(PipelineSchedule::kInterleaved, 4, 2, t, 4);
+  EXPECT_DOUBLE_EQ(inter.total, 8 + 1.5);
+  const double equal[] = {1, 1, 1, 1};
+  const PipelineTime uniform = pipeline_time(PipelineSchedule::k1F1B, 4, 1, equal, 4);
+  EXPECT_DOUBLE_EQ(uniform.bubble / uniform.total, bubble_fraction(4, 4, 1));
+}
+
+// ---- communication ---------------------------------------------------------------------------------
+
+TEST(Comm, AlphaBetaPerCollective) {
+  // 8 ranks, 1 GB at 100 GB/s, 5 us: 2*7*5us + 2*7/8 * 1e9/1e11.
+  EXPECT_NEAR(ring_all_reduce_seconds(8, 1e9, 5e-6, 100e9), 70e-6 + 0.0175, 1e-15);
+  EXPECT_NEAR(ring_gather_seconds(4, 4e9, 1e-6, 1e9), 3e-6 + 3.0, 1e-12);
+  EXPECT_NEAR(all_to_all_seconds(4, 4e9, 1e-6, 2e9), 3e-6 + 1.5, 1e-12);
+  EXPECT_NEAR(send_recv_seconds(1e9, 1e-5, 1e10), 1e-5 + 0.1, 1e-15);
+  EXPECT_EQ(ring_all_reduce_seconds(1, 1e9, 1, 1), 0);
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::kAllReduce, 4), 1.5);
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::kAllToAll, 4), 0.75);
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::kSendRecv, 2), 1);
+}
+
+ClusterSpec mesh_cluster() {
+  ClusterSpec c = flat_cluster(2, 8);
+  c.intra = {LinkKind::kFullMesh, 28e9, 2e-6};
+  c.inter = {25e9, 2e-5};
+  return c;
+}
+
+TEST(Comm, FullMeshBandwidthGrowsWithTheGroup) {
+  const ClusterSpec mesh = mesh_cluster();
+  EXPECT_DOUBLE_EQ(intra_node_bandwidth(mesh, 8), 7 * 28e9);  // the articles' ~200 GB/s
+  EXPECT_DOUBLE_EQ(intra_node_bandwidth(mesh, 2), 28e9);
+  const ClusterSpec sw = flat_cluster(1, 8);
+  EXPECT_DOUBLE_EQ(intra_node_bandwidth(sw, 2), 1e10);
+  EXPECT_DOUBLE_EQ(intra_node_bandwidth(sw, 8), 1e10);
+  // TP4 inside a node: 2*3*2us + 1.5 * 1e9 / 84e9.
+  EXPECT_NEAR(collective_seconds(mesh, Collective::kAllReduce, GroupSpan{4, 1, 4}, 1e9), 12e-6 + 1.5e9 / 84e9, 1e-15);
+}
+
+TEST(Comm, GroupsAcrossNodesUseTheNicsAndTheHierarchy) {
+  const ClusterSpec mesh = mesh_cluster();
+  const GroupSpan two_nodes{16, 2, 8};
+  // Flat ring: 2*15*20us + 2*15/16 * 1e9/25e9 = 0.0756; hierarchical: RS in node (14us + 7/8 * 1e9/196e9)
+  // + AR of 1e9/8 over 2 nodes (40us + 0.005) + AG in node: 0.01400 -> the hierarchy wins.
+  const double inside = 14e-6 + 0.875e9 / 196e9;
+  EXPECT_NEAR(collective_seconds(mesh, Collective::kAllReduce, two_nodes, 1e9), 2 * inside + 4e-5 + 0.005, 1e-12);
+  // All-to-all: 7/16 of the buffer inside the node, 8/16 over the NIC, at the same time.
+  EXPECT_NEAR(collective_seconds(mesh, Collective::kAllToAll, two_nodes, 1.6e9), 15 * 2e-5 + 0.8e9 / 25e9, 1e-12);
+  // One rank per node: a flat ring over the NICs.
+  EXPECT_NEAR(collective_seconds(mesh, Collective::kAllReduce, GroupSpan{2, 2, 1}, 1e9),
+              ring_all_reduce_seconds(2, 1e9, 2e-5, 25e9), 1e-15);
+  EXPECT_NEAR(collective_seconds(mesh, Collective::kSendRecv, GroupSpan{2, 2, 1}, 1e9), 2e-5 + 0.04, 1e-15);
+}
+
+TEST(Comm, MeasuredTablesReplaceTheLinkModel) {
+  ClusterSpec c = flat_cluster(1, 8);
+  c.measured[0][static_cast<int>(Collective::kAllReduce)] = {{2, 1e-5, 1e9}, {4, 3e-5, 2e9}};
+  // n = 3: latency and bus bandwidth halfway, bus factor 4/3.
+  EXPECT_NEAR(collective_seconds(c, Collective::kAllReduce, GroupSpan{3, 1, 3}, 1e9), 2e-5 + (4.0 / 3.0) / 1.5, 1e-12);
+  // n = 8: clamped to the n = 4 sample, bus factor 7/4.
+  EXPECT_NEAR(collective_seconds(c, Collective::kAllReduce, GroupSpan{8, 1, 8}, 1e9), 3e-5 + 1.75 * 0.5, 1e-12);
+  // Collectives without a table keep the link model.
+  EXPECT_NEAR(collective_seconds(c, Collective::kAllGather, GroupSpan{2, 1, 2}, 1e9), 1e-6 + 0.05, 1e-15);
+}
+
+// ---- compute -----------------------------------------------------------------------------------------
+
+TEST(Compute, GemmTimeFromPeakAndEfficiency) {
+  const ClusterSpec c = flat_cluster(1, 1);
+  EXPECT_DOUBLE_EQ(gemm_seconds(c, Precision::kFP32, 100, 100, 100), 2e6 / 5e11);
+  EXPECT_DOUBLE_EQ(gemm_seconds(c, Precision::kFP32, 100, 100, 100, 3), 3 * 2e6 / 5e11);
+  EXPECT_EQ(gemm_seconds(c, Precision::kFP32, 0, 100, 100), 0);
+}
+
+TEST(Compute, EfficiencyCurveInterpolatesInLogSize) {
+  ClusterSpec c = flat_cluster(1, 1);
+  c.device.gemm_efficiency[0] = {{100, 0.2}, {10000, 0.6}};
+  EXPECT_DOUBLE_EQ(c.gemm_efficiency(1000, Precision::kFP32), 0.4);  // halfway in log10
+  EXPECT_DOUBLE_EQ(c.gemm_efficiency(10, Precision::kFP32), 0.2);    // clamped
+  EXPECT_DOUBLE_EQ(c.gemm_efficiency(1e6, Precision::kFP32), 0.6);
+  c.device.gemm_efficiency[1].clear();  // no curve: the generic one
+  EXPECT_DOUBLE_EQ(c.gemm_efficiency(1e9, Precision::kBF16), default_gemm_efficiency().back().efficiency);
+}
+
+TEST(Compute, LayerFlopsByHand) {
+  const ModelConfig m = tiny_moe();
+  const TrainingSetup s = tiny_setup();
+  const ClusterSpec c = flat_cluster(1, 4);
+  const Layout l = make_layout(1, 2, 2, 1, 2, 1);  // T 8, tp 2, ep 2
+  // qkv 2*8*12*8 = 1536, QK^T and PV 2 * (2 heads-batches * 2*4*4*4) = 512, W_o 2*8*8*4 = 512;
+  // dense FFN: W1, W3 2 * 2*8*8*8 = 2048, W2 1024.
+  const LayerCompute dense = layer_compute(m, s, l, c, false);
+  EXPECT_DOUBLE_EQ(dense.forward.flops, 1536 + 512 + 512 + 2048 + 1024);
+  EXPECT_DOUBLE_EQ(dense.forward.gemm_time, dense.forward.flops / 5e11);
+  // Element-wise: twice the layer's activations at 1e10 B/s.
+  EXPECT_DOUBLE_EQ(dense.forward.elementwise_time, 2 * 2496 / 1e10);
+  // MoE: router 2*8*4*8 = 512; 2 local experts with 8 rows each: W1, W3 4 * 1024, W2 2 * 1024.
+  const LayerCompute moe = layer_compute(m, s, l, c, true);
+  EXPECT_DOUBLE_EQ(moe.forward.flops, 2560 + 512 + 4096 + 2048);
+  EXPECT_DOUBLE_EQ(moe.expert_time, 6144 / 5e11);
+  // The whole model, one sequence of 4: attention 2560 per layer, dense FFN 3072, router 256 +
+  // top-2 experts 6144, head 2*4*8*32 = 2048.
+  EXPECT_DOUBLE_EQ(model_forward_flops_per_sequence(m, 4), 2 * 2560 + 3072 + 256 + 6144 + 2048);
+}
+
+// ---- step time composition -------------------------------------------------------------------------
+
+TEST(Step, SingleDeviceIsComputePlusOptimizer) {
+  PlanContext ctx{"tiny", tiny_moe(), tiny_setup(8), flat_cluster(1, 1)};
+  const Layout l = make_layout(1, 1, 1, 1, 2, 4);
+  ASSERT_EQ(layout_problem(ctx, l), "");
+  LayoutEvaluator evaluator(ctx);
+  const Evaluation e = evaluator.evaluate(l);
+  const LayerCompute dense = layer_compute(ctx.model, ctx.setup, l, ctx.cluster, false);
+  const LayerCompute moe = layer_compute(ctx.model, ctx.setup, l, ctx.cluster, true);
+  const PassCompute head = head_compute(ctx.model, ctx.setup, l, ctx.cluster);
+  const double embed = 2 * 8 * 8 * 4 / 1e10;
+  const double forward = dense.forward.time() + moe.forward.time() + head.time() + embed;
+  const double optimizer = 3016 * 28 / 1e10;  // AdamW over every parameter, fp32
+  EXPECT_NEAR(e.time.compute, 4 * 3 * forward, 1e-18);
+  EXPECT_DOUBLE_EQ(e.time.communication(), 0);
+  EXPECT_DOUBLE_EQ(e.time.bubble, 0);
+  EXPECT_NEAR(e.time.optimizer, optimizer, 1e-18);
+  EXPECT_NEAR(e.time.step, 4 * 3 * forward + optimizer, 1e-15);
+  EXPECT_NEAR(e.tokens_per_second, 8 * 4 / e.time.step, 1e-6);
+  EXPECT_NEAR(e.mfu, 3 * 16640.0 * 8 / (e.time.step * 1e12), 1e-12);
+}
+
+TEST(Step, DataParallelReductionWithoutOverlapIsFullyExposed) {
+  PlanContext ctx{"tiny", tiny_moe(), tiny_setup(8), flat_cluster(1, 2)};
+  ctx.setup.overlap_grad_reduce = false;
+  const Layout l = make_layout(2, 1, 1, 1, 2, 2);
+  LayoutEvaluator evaluator(ctx);
+  const Evaluation e = evaluator.evaluate(l);
+  // fp32 gradients of all 3016 parameters all-reduced over the two data replicas (dense and experts
+  // are both replicated over dp here): two rings of 2 ranks on the switch.
+  const GroupSpan pair{2, 1, 2};
+  const double expected = collective_seconds(ctx.cluster, Collective::kAllReduce, pair, 1480 * 4) +
+                          collective_seconds(ctx.cluster, Collective::kAllReduce, pair, 1536 * 4);
+  EXPECT_NEAR(e.time.dp_comm, expected, 1e-18);
+  // With overlap only the last of the 4 buckets waits (the backward is far longer than the rest).
+  ctx.setup.overlap_grad_reduce = true;
+  LayoutEvaluator overlapped(ctx);
+  EXPECT_LT(overlapped.evaluate(l).time.dp_comm, expected);
+  EXPECT_NEAR(overlapped.evaluate(l).time.dp_comm,
+              expected / 4 + std::max(0.0, expected * 3 / 4 - overlapped.evaluate(l).time.compute / 2 * 2 / 3), 1e-15);
+}
+
+}  // namespace
+}  // namespace moe4d

@@ -1,0 +1,242 @@
+// tests/plan/planner_test.cc — `moe4d plan` behaviour through run_plan (what the CLI prints).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "config/config_loader.h"
+#include "core/error.h"
+#include "plan/planner.h"
+
+namespace moe4d {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+PlanRequest articles_request() {
+  PlanRequest r;
+  r.model = "moe-120b";
+  r.cluster = "atlas-800t-a2";
+  return r;
+}
+
+class TempDir {
+ public:
+  TempDir() : path_(std::filesystem::temp_directory_path() / ("moe4d_plan_test_" + std::to_string(::getpid()))) {
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string write(const std::string& name, const std::string& text) const {
+    const std::string file = (path_ / name).string();
+    std::ofstream(file) << text;
+    return file;
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+TEST(Planner, TableRanksLayouts) {
+  PlanRequest r = articles_request();
+  r.top = 3;
+  const std::string out = run_plan(r);
+  EXPECT_NE(out.find("model moe-120b: 117.6B parameters"), std::string::npos) << out;
+  EXPECT_NE(out.find("cluster atlas-800t-a2: 64 devices (8 nodes x 8)"), std::string::npos) << out;
+  EXPECT_NE(out.find("\n  1  dp"), std::string::npos) << out;
+  EXPECT_NE(out.find("\n  3  dp"), std::string::npos) << out;
+  EXPECT_EQ(out.find("\n  4  dp"), std::string::npos) << out;
+  EXPECT_NE(out.find("best: "), std::string::npos) << out;
+  r.show_rejected = true;
+  EXPECT_NE(run_plan(r).find("dp1 ep1 tp16 pp4: TP group crosses nodes: tp 16 > 8 devices per node"), std::string::npos);
+}
+
+TEST(Planner, JsonIsSortedAndComplete) {
+  PlanRequest r = articles_request();
+  r.top = 5;
+  r.json = true;
+  r.show_rejected = true;
+  const nlohmann::json doc = nlohmann::json::parse(run_plan(r));
+  ASSERT_EQ(doc["ranked"].size(), 5u);
+  EXPECT_EQ(doc["search"]["splits"], 84);
+  double previous = 0;
+  for (const auto& row : doc["ranked"]) {
+    EXPECT_TRUE(row["fits"].get<bool>());
+    EXPECT_GE(row["time"]["step_seconds"].get<double>(), previous);
+    previous = row["time"]["step_seconds"].get<double>();
+    EXPECT_LE(row["memory"]["total_bytes"].get<double>(), row["memory"]["limit_bytes"].get<double>());
+    EXPECT_FALSE(row["placement"]["tp"]["crosses_nodes"].get<bool>());
+  }
+  EXPECT_EQ(doc["rejected"].size(), doc["search"]["rejected_splits"].get<size_t>());
+}
+
+TEST(Planner, RefusesAMismatchedLayout) {
+  PlanRequest r = articles_request();
+  r.layout = "dp=4,tp=4,pp=3";
+  EXPECT_EQ(error_of([&] { run_plan(r); }),
+            "parallel size mismatch: dp 4 x ep 1 x tp 4 x pp 3 = 48, but 64 devices are available");
+}
+
+TEST(Planner, EvaluatesAUserLayoutAndNamesItsBottleneck) {
+  PlanRequest r;
+  r.model = "dense-70b";
+  r.cluster = "atlas-800t-a2";
+  r.layout = "dp=4,tp=16,pp=1,mb=64,recompute=full,zero=3";
+  const std::string out = run_plan(r);
+  EXPECT_NE(out.find("bottleneck: communication is"), std::string::npos) << out;
+  EXPECT_NE(out.find("of the step: the TP group crosses nodes (16 ranks over 2 nodes)"), std::string::npos) << out;
+  EXPECT_NE(out.find("rank grid: dp 4 x ep 1 x tp 16 x pp 1 = 64 ranks"), std::string::npos) << out;
+  r.layout = "dp=8,tp=4,pp=2,mb=32,recompute=full,zero=3";
+  r.json = true;
+  const nlohmann::json doc = nlohmann::json::parse(run_plan(r));
+  EXPECT_TRUE(doc["fits"].get<bool>());
+  EXPECT_GT(doc["time"]["bubble_seconds"].get<double>(), 0);
+  r.layout = "dp=8,tp=4,pp=3,mb=32";
+  r.json = false;
+  EXPECT_EQ(error_of([&] { run_plan(r); }), "parallel size mismatch: dp 8 x ep 1 x tp 4 x pp 3 = 96, but 64 devices are available");
+  r.layout = "dp=16,tp=4,pp=1,mb=16,schedule=interleaved";
+  EXPECT_EQ(error_of([&] { run_plan(r); }),
+            "layout dp=16,ep=1,tp=4,pp=1,mbs=1,mb=16,schedule=interleaved,v=2,recompute=none,zero=0,order=tp-ep-dp-pp "
+            "cannot run: the interleaved schedule needs pp >= 2");
+}
+
+TEST(Planner, ExplainShowsOneRowInFull) {
+  PlanRequest r = articles_request();
+  r.top = 3;
+  r.json = true;
+  const nlohmann::json table = nlohmann::json::parse(run_plan(r));
+  r.json = false;
+  r.explain = 2;
+  const std::string out = run_plan(r);
+  EXPECT_NE(out.find("layout " + table["ranked"][1]["layout"]["string"].get<std::string>()), std::string::npos) << out;
+  EXPECT_NE(out.find("memory per device"), std::string::npos);
+  EXPECT_NE(out.find("bottleneck: "), std::string::npos);
+  EXPECT_NE(out.find("placement (8 devices per node"), std::string::npos);
+}
+
+TEST(Planner, SweepsDeviceCounts) {
+  PlanRequest r;
+  r.model = "dense-70b";
+  r.cluster = "atlas-800t-a2";
+  r.devices = {32, 64, 128};
+  const std::string out = run_plan(r);
+  for (const char* n : {"\n      32  ", "\n      64  ", "\n     128  "}) EXPECT_NE(out.find(n), std::string::npos) << out;
+  r.json = true;
+  const nlohmann::json doc = nlohmann::json::parse(run_plan(r));
+  ASSERT_EQ(doc["sweep"].size(), 3u);
+  // More cards, more tokens per second.
+  EXPECT_GT(doc["sweep"][2]["best"]["tokens_per_second"].get<double>(),
+            doc["sweep"][0]["best"]["tokens_per_second"].get<double>());
+  r.export_format = "moe4d";
+  EXPECT_EQ(error_of([&] { run_plan(r); }), "--explain and --export need one device count, but --devices lists 3");
+}
+
+TEST(Planner, ExportsTheChosenLayout) {
+  PlanRequest r = articles_request();
+  r.export_format = "megatron";
+  r.layout = "dp=2,ep=8,tp=4,pp=1,mb=16,recompute=full,zero=3";
+  const std::string megatron = run_plan(r);
+  EXPECT_EQ(megatron.rfind("# Megatron-LM arguments for dp=2,ep=8,tp=4", 0), 0u) << megatron;
+  r.layout.clear();
+  r.export_format = "moe4d";
+  const Config best = parse_config(run_plan(r), "best.yaml");
+  PlanRequest table = articles_request();
+  table.json = true;
+  table.top = 1;
+  const nlohmann::json doc = nlohmann::json::parse(run_plan(table));
+  EXPECT_EQ(best.parallel.data_parallel, doc["ranked"][0]["layout"]["dp"].get<int>());
+  EXPECT_EQ(best.parallel.tensor_parallel, doc["ranked"][0]["layout"]["tp"].get<int>());
+  r.export_format = "yaml";
+  EXPECT_EQ(error_of([&] { run_plan(r); }), "--export yaml: expected moe4d, mindformers or megatron");
+}
+
+TEST(Planner, ReadsConfigAndClusterFiles) {
+  TempDir dir;
+  const std::string config = dir.write("tiny.yaml", R"(model:
+  vocab_size: 256
+  hidden_size: 64
+  num_layers: 4
+  num_heads: 4
+  ffn_hidden_size: 128
+  seq_length: 64
+  moe: {num_experts: 4, top_k: 2}
+parallel_config:
+  data_parallel: 1
+  expert_parallel: 2
+  micro_batch_num: 4
+train:
+  global_batch_size: 8
+  steps: 10
+data:
+  train: data/tiny.bin
+)");
+  PlanRequest r;
+  r.model = config;
+  r.cluster = std::string(MOE4D_SOURCE_DIR) + "/configs/clusters/this_machine.example.yaml";
+  const std::string out = run_plan(r);
+  EXPECT_NE(out.find("cluster this-machine-example: 2 devices"), std::string::npos) << out;
+  EXPECT_NE(out.find("global batch 8 x seq 64"), std::string::npos) << out;
+  EXPECT_NE(out.find("fp32"), std::string::npos) << out;  // the config's precision
+  // --layout config evaluates the file's own parallel_config.
+  r.layout = "config";
+  EXPECT_NE(run_plan(r).find("layout dp=1,ep=2,tp=1,pp=1,mbs=1,mb=4,schedule=1f1b"), std::string::npos);
+  // Exported back with the data section kept.
+  r.export_format = "moe4d";
+  EXPECT_EQ(parse_config(run_plan(r), "again.yaml").data.train, "data/tiny.bin");
+  // Overrides.
+  r.export_format.clear();
+  r.layout.clear();
+  r.global_batch = 16;
+  r.precision = Precision::kBF16;
+  const std::string overridden = run_plan(r);
+  EXPECT_NE(overridden.find("global batch 16 x seq 64"), std::string::npos) << overridden;
+  EXPECT_NE(overridden.find(", bf16\n"), std::string::npos) << overridden;
+}
+
+TEST(Planner, ClearErrorsForBadInputs) {
+  PlanRequest r = articles_request();
+  r.model = "gpt-5";
+  EXPECT_EQ(error_of([&] { run_plan(r); }),
+            "model 'gpt-5' is neither a moe4d config file nor a preset (one of: moe-120b, dense-70b, mixtral-8x7b, "
+            "deepseek-v3-like, moe-1t)");
+  r = articles_request();
+  r.cluster = "/nowhere/cluster.yaml";
+  EXPECT_NE(error_of([&] { run_plan(r); }).find("cannot read cluster file '/nowhere/cluster.yaml'"), std::string::npos);
+  r = articles_request();
+  r.devices = {12};
+  EXPECT_EQ(error_of([&] { run_plan(r); }), "12 devices is not a whole number of 8-device nodes of cluster atlas-800t-a2");
+  r = articles_request();
+  r.devices = {32, 64};
+  r.layout = "dp=4,tp=8";
+  EXPECT_EQ(error_of([&] { run_plan(r); }), "--layout evaluates one device count, but --devices lists 2; pass one");
+  EXPECT_EQ(error_of([] { parse_device_list("32,x"); }),
+            "--devices 32,x: expected positive integers separated by commas, e.g. 32,64,128");
+  EXPECT_EQ(error_of([] { parse_precision("int8"); }), "--precision int8: expected fp32, bf16 or fp16");
+  r = articles_request();
+  r.layout = "config";
+  EXPECT_EQ(error_of([&] { run_plan(r); }), "--layout config needs MODEL to be a moe4d config file, not the preset 'moe-120b'");
+}
+
+TEST(Planner, NothingFitsExplainsWhy) {
+  PlanRequest r;
+  r.model = "deepseek-v3-like";
+  r.cluster = "dgx-a100";
+  r.devices = {16};
+  const std::string out = run_plan(r);
+  EXPECT_NE(out.find("no layout fits; the reasons for every split:"), std::string::npos) << out;
+  EXPECT_NE(out.find("needs "), std::string::npos) << out;
+  r.explain = 1;
+  EXPECT_NE(error_of([&] { run_plan(r); }).find("no layout of deepseek-v3-like fits 16 devices"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace moe4d
