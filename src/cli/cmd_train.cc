@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "parallel/layout_check.h"
+#include "report/run_report.h"
 #include "train/feature_gate.h"
 #include "train/trainer.h"
 
@@ -61,6 +62,12 @@ int run_train(const TrainArgs& args) {
                pc->ep_size(), pc->tp_size(), pc->pp_size(), config.parallel.micro_batch_num);
     Trainer trainer(config, *pc, options_t);
     trainer.run();
+    if (pc->rank == 0 && !trainer.metrics_path().empty()) {  // pictures of the run next to its metrics
+      const std::string dir = std::filesystem::path(trainer.metrics_path()).parent_path().string();
+      const auto files = write_run_report(trainer.metrics_path(), dir.empty() ? "." : dir);
+      if (!args.quiet) log_info("{} pictures of the run in {}/ (loss.svg, step_time.svg, ...)", files.size(),
+                                dir.empty() ? "." : dir);
+    }
   } catch (const Error& e) {
     if (mpi.world_size() > 1)
       std::fprintf(stderr, "moe4d: error (rank %d): %s\n", mpi.world_rank(), e.what());

@@ -12,5 +12,6 @@ void add_prepare_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
+void add_report_command(CLI::App& app);
 
 }  // namespace moe4d

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   moe4d::add_train_command(app);
   moe4d::add_generate_command(app);
   moe4d::add_plan_command(app);
+  moe4d::add_report_command(app);
   moe4d::add_version_command(app);
   try {
     app.parse(argc, argv);

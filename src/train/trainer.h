@@ -62,6 +62,8 @@ class Trainer {
   void save_checkpoint();
 
   int64_t step() const { return step_; }
+  // The JSONL metrics file (rank 0; empty elsewhere).
+  const std::string& metrics_path() const { return metrics_.path(); }
   ParamStore& params() { return params_; }
   Transformer& model() { return *model_; }
   // Full parameter tensors gathered on rank 0 (empty elsewhere): for tests and checkpoints.
