@@ -62,7 +62,7 @@ int run_train(const TrainArgs& args) {
                pc->ep_size(), pc->tp_size(), pc->pp_size(), config.parallel.micro_batch_num);
     Trainer trainer(config, *pc, options_t);
     trainer.run();
-    if (pc->rank == 0 && !trainer.metrics_path().empty()) {  // pictures of the run next to its metrics
+    if (pc->rank == 0 && std::filesystem::is_regular_file(trainer.metrics_path())) {  // pictures next to the metrics
       const std::string dir = std::filesystem::path(trainer.metrics_path()).parent_path().string();
       const auto files = write_run_report(trainer.metrics_path(), dir.empty() ? "." : dir);
       if (!args.quiet) log_info("{} pictures of the run in {}/ (loss.svg, step_time.svg, ...)", files.size(),
