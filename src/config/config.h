@@ -103,7 +103,7 @@ struct TrainConfig {
   int freeze_steps = 0;    // 1-bit Adam warm-up steps
   int log_interval = 1;    // steps between progress lines
   int eval_interval = 0;   // steps between validation evaluations (0: never)
-  int eval_batches = 4;    // micro-batches evaluated per validation
+  int eval_batches = 4;    // global batches of fixed validation windows per evaluation
   std::string metrics_file;  // JSONL; default <checkpoint.dir or .>/metrics.jsonl
 
   bool operator==(const TrainConfig&) const = default;
