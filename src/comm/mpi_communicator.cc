@@ -1,0 +1,332 @@
+// comm/mpi_communicator.cc — Communicator over non-blocking MPI, with deadlines and a progress thread.
+#include "comm/mpi_communicator.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <climits>
+#include <thread>
+
+#include "comm/mpi_census.h"
+#include "comm/mpi_progress_engine.h"
+#include "comm/mpi_reduce_ops.h"
+#include "core/error.h"
+#include "core/log.h"
+
+namespace moe4d {
+
+using Clock = std::chrono::steady_clock;
+
+struct MpiCommunicator::Shared {
+  explicit Shared(const MpiOptions& options) : options(options), engine(options.progress_poll_interval) {}
+  MpiOptions options;
+  MpiReduceOps ops;
+  MpiProgressEngine engine;  // declared last: its thread stops first
+};
+
+namespace {
+
+constexpr auto kCensusServeInterval = std::chrono::milliseconds(10);
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// Grace period of the census: long enough for members polling every few ms on a loaded machine,
+// short next to the deadline itself.
+double census_grace_seconds(double timeout) { return std::clamp(0.25 * timeout, 0.5, 10.0); }
+
+}  // namespace
+
+// The Work of one MPI operation. Either the waiting caller polls the request (small operations) or
+// the progress engine owns it and the caller watches its ticket.
+class MpiWork final : public Work {
+ public:
+  MpiWork(MpiCommunicator* comm, CommOp op, const char* label, MPI_Request request, int64_t seq, int peer,
+          std::vector<int> owned_arrays, bool use_engine)
+      : comm_(comm), op_(op), label_(label), seq_(seq), peer_(peer), started_(Clock::now()),
+        owned_arrays_(std::move(owned_arrays)) {
+    if (use_engine)
+      ticket_ = comm_->shared_->engine.submit(request);
+    else
+      request_ = request;
+  }
+  ~MpiWork() override {
+    if (!finished_) wait();
+  }
+
+  bool test() override {
+    if (finished_) return true;
+    if (ticket_) {
+      if (!comm_->shared_->engine.is_done(*ticket_)) return false;
+      finish(ticket_->completed_at);
+      return true;
+    }
+    int flag = 0;
+    comm_->check(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+    if (flag) finish(Clock::now());
+    return flag != 0;
+  }
+
+  void wait() override {
+    if (finished_) return;
+    auto entered = Clock::now();
+    auto deadline = entered + std::chrono::duration_cast<Clock::duration>(
+                                  std::chrono::duration<double>(comm_->options_.timeout_seconds));
+    Clock::time_point completed_at = ticket_ ? wait_engine(entered, deadline) : wait_polling(entered, deadline);
+    comm_->stats_[op_].exposed_seconds += seconds_between(entered, Clock::now());
+    finish(completed_at);
+  }
+
+ private:
+  // Takes the request back from the progress thread, then polls it here like any other.
+  Clock::time_point wait_engine(Clock::time_point entered, Clock::time_point deadline) {
+    comm_->shared_->engine.reclaim(*ticket_);
+    if (ticket_->done) return ticket_->completed_at;
+    request_ = ticket_->request;
+    ticket_.reset();
+    return wait_polling(entered, deadline);
+  }
+
+  // Back-off: spin for the first microseconds (small messages finish there), then yield, then
+  // sleep briefly so that co-scheduled ranks on an oversubscribed core get to run.
+  Clock::time_point wait_polling(Clock::time_point entered, Clock::time_point deadline) {
+    auto next_serve = entered + kCensusServeInterval;
+    while (true) {
+      int flag = 0;
+      comm_->check(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+      auto now = Clock::now();
+      if (flag) return now;
+      auto waited = now - entered;
+      if (waited < std::chrono::microseconds(20)) {
+        continue;
+      } else if (waited < std::chrono::milliseconds(1)) {
+        sched_yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
+      if (now >= next_serve) {
+        comm_->census_->serve(comm_->issued_);
+        next_serve = now + kCensusServeInterval;
+        if (now >= deadline) comm_->on_timeout(label_, seq_, peer_, seconds_between(entered, now));
+      }
+    }
+  }
+
+  void finish(Clock::time_point completed_at) {
+    finished_ = true;
+    comm_->stats_[op_].busy_seconds += seconds_between(started_, completed_at);
+  }
+
+  MpiCommunicator* comm_;
+  CommOp op_;
+  const char* label_;
+  int64_t seq_;
+  int peer_;
+  Clock::time_point started_;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+  std::shared_ptr<MpiProgressEngine::Ticket> ticket_;
+  std::vector<int> owned_arrays_;  // MPI_Ialltoallv reads its count arrays until completion
+  bool finished_ = false;
+};
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::world(const CommOptions& options, const MpiOptions& mpi) {
+  select_nbc_all_reduce_algorithm(mpi.all_reduce_algorithm);  // best effort: other MPIs keep their own
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  return std::unique_ptr<MpiCommunicator>(new MpiCommunicator(comm, "world", options, std::make_shared<Shared>(mpi)));
+}
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name, const CommOptions& options,
+                                 std::shared_ptr<Shared> shared)
+    : comm_(comm), name_(std::move(name)), options_(options), shared_(std::move(shared)) {
+  // Errors come back as codes so that they can be reported with the group and the operation.
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+  MPI_Group group, world_group;
+  MPI_Comm_group(comm_, &group);
+  MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+  std::vector<int> local(size_);
+  for (int i = 0; i < size_; ++i) local[i] = i;
+  world_ranks_.resize(size_);
+  MPI_Group_translate_ranks(group, size_, local.data(), world_group, world_ranks_.data());
+  MPI_Group_free(&group);
+  MPI_Group_free(&world_group);
+  census_ = std::make_unique<MpiCensus>(comm_);
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  census_.reset();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+void MpiCommunicator::check(int rc, const char* call) const {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(rc, text, &length);
+  log_line("ERROR", fmt::format("mpi backend: {} failed on group {}: {}", call, name_, std::string(text, length)));
+  MPI_Abort(MPI_COMM_WORLD, 3);
+}
+
+int MpiCommunicator::to_count(size_t count, const char* op) const {
+  if (count > static_cast<size_t>(INT_MAX))
+    fail("mpi backend: {} on group {} with {} elements exceeds MPI's count limit of {} (INT_MAX); split the buffer",
+         op, name_, count, INT_MAX);
+  return static_cast<int>(count);
+}
+
+std::unique_ptr<Work> MpiCommunicator::make_work(CommOp op, const char* label, size_t bytes, MPI_Request request,
+                                                 int64_t seq, int peer, std::vector<int> owned_arrays) {
+  stats_[op].calls += 1;
+  stats_[op].bytes += static_cast<int64_t>(bytes);
+  bool use_engine = shared_->options.progress_thread && bytes >= shared_->options.progress_min_bytes;
+  return std::make_unique<MpiWork>(this, op, label, request, seq, peer, std::move(owned_arrays), use_engine);
+}
+
+void MpiCommunicator::on_timeout(const char* label, int64_t seq, int peer, double waited) {
+  std::vector<int> missing_world;
+  if (peer >= 0) {
+    missing_world.push_back(world_ranks_[peer]);  // point-to-point: the partner is the one missing
+  } else {
+    for (int r : census_->find_missing(seq, issued_, census_grace_seconds(options_.timeout_seconds)))
+      missing_world.push_back(world_ranks_[r]);
+  }
+  abort_on_collective_timeout(label, name_, world_ranks_, waited, missing_world);
+}
+
+std::unique_ptr<Work> MpiCommunicator::all_reduce_async(void* data, size_t count, DType dtype, ReduceOp op) {
+  int n = to_count(count, "all_reduce");
+  MPI_Request request;
+  check(MPI_Iallreduce(MPI_IN_PLACE, data, n, MpiReduceOps::datatype(dtype), shared_->ops.op(op, dtype), comm_,
+                       &request),
+        "MPI_Iallreduce");
+  return make_work(CommOp::kAllReduce, "all_reduce", count * dtype_size(dtype), request, next_seq(), -1);
+}
+
+std::unique_ptr<Work> MpiCommunicator::reduce_scatter_async(const void* send, void* recv, size_t recv_count,
+                                                            DType dtype, ReduceOp op) {
+  int n = to_count(recv_count, "reduce_scatter");
+  to_count(recv_count * size_, "reduce_scatter");
+  MPI_Request request;
+  const void* source = send == recv ? MPI_IN_PLACE : send;
+  check(MPI_Ireduce_scatter_block(source, recv, n, MpiReduceOps::datatype(dtype), shared_->ops.op(op, dtype), comm_,
+                                  &request),
+        "MPI_Ireduce_scatter_block");
+  return make_work(CommOp::kReduceScatter, "reduce_scatter", recv_count * size_ * dtype_size(dtype), request,
+                   next_seq(), -1);
+}
+
+std::unique_ptr<Work> MpiCommunicator::all_gather_async(const void* send, void* recv, size_t send_count, DType dtype) {
+  int n = to_count(send_count, "all_gather");
+  to_count(send_count * size_, "all_gather");
+  size_t bytes = send_count * dtype_size(dtype);
+  const void* source = send == static_cast<char*>(recv) + rank_ * bytes ? MPI_IN_PLACE : send;
+  MPI_Datatype type = MpiReduceOps::datatype(dtype);
+  MPI_Request request;
+  check(MPI_Iallgather(source, n, type, recv, n, type, comm_, &request), "MPI_Iallgather");
+  return make_work(CommOp::kAllGather, "all_gather", bytes, request, next_seq(), -1);
+}
+
+std::unique_ptr<Work> MpiCommunicator::all_to_all_v_async(const void* send, const size_t* send_counts,
+                                                          const size_t* send_displs, void* recv,
+                                                          const size_t* recv_counts, const size_t* recv_displs,
+                                                          DType dtype) {
+  // Layout: [send counts | send displs | recv counts | recv displs], each size_ ints.
+  std::vector<int> arrays(4 * static_cast<size_t>(size_));
+  size_t sent = 0;
+  for (int r = 0; r < size_; ++r) {
+    arrays[r] = to_count(send_counts[r], "all_to_all_v");
+    arrays[size_ + r] = to_count(send_displs[r], "all_to_all_v");
+    arrays[2 * size_ + r] = to_count(recv_counts[r], "all_to_all_v");
+    arrays[3 * size_ + r] = to_count(recv_displs[r], "all_to_all_v");
+    sent += send_counts[r];
+  }
+  MPI_Datatype type = MpiReduceOps::datatype(dtype);
+  MPI_Request request;
+  check(MPI_Ialltoallv(send, arrays.data(), arrays.data() + size_, type, recv, arrays.data() + 2 * size_,
+                       arrays.data() + 3 * size_, type, comm_, &request),
+        "MPI_Ialltoallv");
+  return make_work(CommOp::kAllToAllV, "all_to_all_v", sent * dtype_size(dtype), request, next_seq(), -1,
+                   std::move(arrays));
+}
+
+std::unique_ptr<Work> MpiCommunicator::broadcast_async(void* data, size_t count, DType dtype, int root) {
+  if (root < 0 || root >= size_)
+    fail("mpi backend: broadcast on group {} from root {}; expected a group rank in [0, {})", name_, root, size_);
+  int n = to_count(count, "broadcast");
+  MPI_Request request;
+  check(MPI_Ibcast(data, n, MpiReduceOps::datatype(dtype), root, comm_, &request), "MPI_Ibcast");
+  size_t bytes = rank_ == root ? count * dtype_size(dtype) : 0;
+  return make_work(CommOp::kBroadcast, "broadcast", bytes, request, next_seq(), -1);
+}
+
+std::unique_ptr<Work> MpiCommunicator::send_async(const void* data, size_t count, DType dtype, int dst, int tag) {
+  if (dst < 0 || dst >= size_ || dst == rank_)
+    fail("mpi backend: send on group {} to rank {}; expected another group rank in [0, {})", name_, dst, size_);
+  int n = to_count(count, "send");
+  MPI_Request request;
+  check(MPI_Isend(data, n, MpiReduceOps::datatype(dtype), dst, tag, comm_, &request), "MPI_Isend");
+  return make_work(CommOp::kSendRecv, "send", count * dtype_size(dtype), request, 0, dst);
+}
+
+std::unique_ptr<Work> MpiCommunicator::recv_async(void* data, size_t count, DType dtype, int src, int tag) {
+  if (src < 0 || src >= size_ || src == rank_)
+    fail("mpi backend: recv on group {} from rank {}; expected another group rank in [0, {})", name_, src, size_);
+  int n = to_count(count, "recv");
+  MPI_Request request;
+  check(MPI_Irecv(data, n, MpiReduceOps::datatype(dtype), src, tag, comm_, &request), "MPI_Irecv");
+  return make_work(CommOp::kSendRecv, "recv", 0, request, 0, src);
+}
+
+void MpiCommunicator::barrier() {
+  MPI_Request request;
+  check(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier");
+  make_work(CommOp::kBarrier, "barrier", 0, request, next_seq(), -1)->wait();
+}
+
+std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, const std::string& name) {
+  // MPI_Comm_split has no non-blocking form; an Ibarrier under the deadline first makes sure every
+  // member arrived, so a missing rank is reported instead of hanging the split.
+  MPI_Request request;
+  check(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier");
+  make_work(CommOp::kBarrier, "split", 0, request, next_seq(), -1)->wait();
+  MPI_Comm child;
+  check(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &child), "MPI_Comm_split");
+  if (child == MPI_COMM_NULL) return nullptr;
+  return std::unique_ptr<Communicator>(new MpiCommunicator(child, name, options_, shared_));
+}
+
+int MpiCommunicator::detect_ranks_per_node() {
+  MPI_Comm node;
+  check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+  int node_size = 0;
+  MPI_Comm_size(node, &node_size);
+  int my_world = world_ranks_[rank_];
+  int leader = 0;  // lowest world rank on this node
+  check(MPI_Allreduce(&my_world, &leader, 1, MPI_INT, MPI_MIN, node), "MPI_Allreduce");
+  MPI_Comm_free(&node);
+
+  int mine[2] = {leader, node_size};
+  std::vector<int> all(2 * static_cast<size_t>(size_));
+  all_gather(mine, all.data(), 2, DType::kI32);
+  int per_node = all[1];
+  bool blocks = true;
+  for (int r = 0; r < size_; ++r) {
+    int first = all[2 * r], count = all[2 * r + 1];
+    blocks = blocks && count == per_node && first % per_node == 0 && world_ranks_[r] >= first &&
+             world_ranks_[r] < first + per_node;
+  }
+  if (blocks) return per_node;
+  if (rank_ == 0)
+    log_warn("ranks are not placed on nodes in equal blocks of consecutive ranks (mpirun --map-by node or uneven "
+             "slots?); node-aware placement will treat every rank as its own node, so TP groups may cross nodes "
+             "unnoticed and hierarchical reductions fall back to flat ones. Use mpirun --map-by slot with equal "
+             "slots per host.");
+  return 1;
+}
+
+}  // namespace moe4d

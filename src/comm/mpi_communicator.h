@@ -1,0 +1,115 @@
+// comm/mpi_communicator.h — the MPI backend of Communicator (OpenMPI on CPU clusters, between nodes).
+//
+// Every operation is a non-blocking MPI call (MPI_Iallreduce, MPI_Ireduce_scatter_block,
+// MPI_Iallgather, MPI_Ialltoallv, MPI_Ibcast, MPI_Isend/MPI_Irecv, MPI_Ibarrier) on a private dup of
+// the group's MPI communicator, returning a Work whose wait() polls with a short back-off (spin, then
+// yield, then short sleeps, so oversubscribed ranks do not starve each other) until completion or
+// the deadline (CommOptions::timeout_seconds, counted from the start of wait()). On a deadline the
+// census of comm/mpi_census.h names the missing rank(s) and the job aborts with exit code 3.
+//
+// Overlap: operations of at least MpiOptions::progress_min_bytes are handed to a progress thread
+// (comm/mpi_progress_engine.h) shared by the world and every group split from it, so that a
+// gradient all_reduce started during backward keeps moving while the main thread computes; wait()
+// takes the request back from the thread and finishes it by polling, test() only looks at the
+// thread's result. Smaller operations (latency-bound TP/EP traffic) are only ever polled.
+//
+// Limits: counts and displacements must fit MPI's int (INT_MAX elements) — larger ones throw
+// moe4d::Error. BF16/F16 reductions run through user-defined MPI_Ops (comm/mpi_reduce_ops.h).
+// In place: reduce_scatter with send == recv uses MPI_IN_PLACE (result in the first recv_count
+// elements); all_gather with send == recv + rank()*send_count likewise.
+//
+// Lifetime: MPI must be initialised with MPI_THREAD_MULTIPLE (comm/mpi_runtime.h) and every
+// communicator destroyed before MPI_Finalize; every Work must be waited on (or destroyed, which
+// waits) before its communicator is destroyed. Thread safety: as Communicator.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/mpi_tuning.h"
+
+namespace moe4d {
+
+// Backend settings; the defaults are what comm_bench measured best (see bench/comm).
+struct MpiOptions {
+  bool progress_thread = true;                            // run the progress thread at all
+  size_t progress_min_bytes = size_t{256} << 10;          // smaller operations are only polled by the caller
+  std::chrono::microseconds progress_poll_interval{200};  // how often the thread tests while nobody waits
+  // OpenMPI libnbc's iallreduce algorithm, set process-wide by world() (comm/mpi_tuning.h).
+  NbcAllReduceAlgorithm all_reduce_algorithm = NbcAllReduceAlgorithm::kRabenseifner;
+};
+
+class MpiReduceOps;
+class MpiProgressEngine;
+class MpiCensus;
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Wraps a dup of MPI_COMM_WORLD, named "world". Collective over all processes.
+  static std::unique_ptr<MpiCommunicator> world(const CommOptions& options = {}, const MpiOptions& mpi = {});
+  ~MpiCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::vector<int>& world_ranks() const override { return world_ranks_; }
+  const std::string& name() const override { return name_; }
+  const char* backend() const override { return "mpi"; }
+
+  std::unique_ptr<Work> all_reduce_async(void* data, size_t count, DType dtype, ReduceOp op) override;
+  std::unique_ptr<Work> reduce_scatter_async(const void* send, void* recv, size_t recv_count, DType dtype,
+                                             ReduceOp op) override;
+  std::unique_ptr<Work> all_gather_async(const void* send, void* recv, size_t send_count, DType dtype) override;
+  std::unique_ptr<Work> all_to_all_v_async(const void* send, const size_t* send_counts, const size_t* send_displs,
+                                           void* recv, const size_t* recv_counts, const size_t* recv_displs,
+                                           DType dtype) override;
+  std::unique_ptr<Work> broadcast_async(void* data, size_t count, DType dtype, int root) override;
+  std::unique_ptr<Work> send_async(const void* data, size_t count, DType dtype, int dst, int tag) override;
+  std::unique_ptr<Work> recv_async(void* data, size_t count, DType dtype, int src, int tag) override;
+  void barrier() override;
+
+  // A negative color returns nullptr on that rank (MPI_UNDEFINED). The child inherits the options
+  // and shares the progress thread. Guarded by the deadline: every member must arrive.
+  std::unique_ptr<Communicator> split(int color, int key, const std::string& name) override;
+
+  // Collective. Ranks per node (MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)) when every node holds
+  // the same number of consecutive world ranks, as mpirun's default mapping does. Otherwise logs a
+  // warning and returns 1: node-aware placement then treats every rank as its own node.
+  int detect_ranks_per_node();
+
+  const CommOptions& options() const { return options_; }
+  // Applies to waits that start afterwards and to groups split afterwards.
+  void set_options(const CommOptions& options) { options_ = options; }
+  MPI_Comm handle() const { return comm_; }  // for raw-MPI comparisons in benchmarks and tests
+
+ private:
+  friend class MpiWork;
+  struct Shared;  // reduce ops and progress engine, shared by a world and all its descendants
+
+  MpiCommunicator(MPI_Comm comm, std::string name, const CommOptions& options, std::shared_ptr<Shared> shared);
+
+  // Wraps a started request into a Work; `seq` > 0 for collectives (their census sequence number).
+  std::unique_ptr<Work> make_work(CommOp op, const char* label, size_t bytes, MPI_Request request, int64_t seq,
+                                  int peer, std::vector<int> owned_arrays = {});
+  int64_t next_seq() { return ++issued_; }
+  void check(int rc, const char* call) const;
+  int to_count(size_t count, const char* op) const;
+  [[noreturn]] void on_timeout(const char* label, int64_t seq, int peer, double waited);
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  std::string name_;
+  CommOptions options_;
+  std::shared_ptr<Shared> shared_;
+  std::unique_ptr<MpiCensus> census_;
+  int rank_ = 0;
+  int size_ = 1;
+  std::vector<int> world_ranks_;
+  int64_t issued_ = 0;  // collectives started on this group (the census sequence)
+};
+
+}  // namespace moe4d

@@ -1,0 +1,137 @@
+// parallel/layout_check.cc — layout validation with messages that say what to change.
+#include "parallel/layout_check.h"
+
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "config/config.h"
+#include "core/error.h"
+
+namespace moe4d {
+namespace {
+
+// Divisors of `value` up to 128 (the useful parallel sizes), for suggestions.
+std::string small_divisors(int64_t value) {
+  std::vector<int64_t> divisors;
+  for (int64_t d = 1; d <= std::min<int64_t>(value, 128); ++d)
+    if (value % d == 0) divisors.push_back(d);
+  return fmt::format("{}", fmt::join(divisors, ", "));
+}
+
+// The multiples of `by` around `value`, e.g. "999 or 1002".
+std::string nearby_multiples(int64_t value, int64_t by) {
+  int64_t lower = value / by * by;
+  int64_t upper = lower + by;
+  return lower > 0 ? fmt::format("{} or {}", lower, upper) : fmt::format("{}", upper);
+}
+
+void require_divisible(const char* what, int64_t value, const char* by_name, int64_t by) {
+  if (value % by == 0) return;
+  fail("{} {} is not divisible by {} {}; set {} to a divisor of {} ({}), or {} to a multiple of {} (e.g. {})", what,
+       value, by_name, by, by_name, value, small_divisors(value), what, by, nearby_multiples(value, by));
+}
+
+void require_positive(const char* key, int64_t value) {
+  if (value < 1) fail("{} is {}; it must be >= 1", key, value);
+}
+
+void check_pipeline(const ModelConfig& model, const ParallelConfig& p) {
+  bool interleaved = p.pipeline_schedule == PipelineSchedule::kInterleaved;
+  if (!interleaved && p.virtual_pipeline > 1)
+    fail("virtual_pipeline {} is only used by pipeline_schedule interleaved; set pipeline_schedule: interleaved or "
+         "virtual_pipeline: 1",
+         p.virtual_pipeline);
+  if (!p.stage_layers.empty()) {
+    if (interleaved)
+      fail("stage_layers cannot be combined with pipeline_schedule interleaved (its chunks are equal); drop "
+           "stage_layers or use 1f1b");
+    if (static_cast<int>(p.stage_layers.size()) != p.pipeline_parallel)
+      fail("stage_layers has {} entries, but pipeline_parallel is {}; give one layer count per pipeline stage",
+           p.stage_layers.size(), p.pipeline_parallel);
+    for (size_t s = 0; s < p.stage_layers.size(); ++s)
+      if (p.stage_layers[s] < 1)
+        fail("stage_layers[{}] is {}; every pipeline stage needs at least 1 layer", s, p.stage_layers[s]);
+    int total = std::accumulate(p.stage_layers.begin(), p.stage_layers.end(), 0);
+    if (total != model.num_layers)
+      fail("stage_layers {} sum to {}, but num_layers is {}; the stages must hold every layer exactly once",
+           fmt::join(p.stage_layers, ","), total, model.num_layers);
+  } else if (model.num_layers % p.pipeline_parallel != 0) {
+    fail("num_layers {} is not divisible by pipeline_parallel {}; set pipeline_parallel to a divisor of {} ({}), or "
+         "list the layers of each stage with stage_layers",
+         model.num_layers, p.pipeline_parallel, model.num_layers, small_divisors(model.num_layers));
+  }
+  if (!interleaved) return;
+  if (p.pipeline_parallel < 2)
+    fail("pipeline_schedule interleaved needs pipeline_parallel >= 2 (got {}); use 1f1b or more stages",
+         p.pipeline_parallel);
+  if (p.virtual_pipeline < 2)
+    fail("pipeline_schedule interleaved needs virtual_pipeline >= 2 model chunks per rank (got {}); set "
+         "virtual_pipeline or use 1f1b",
+         p.virtual_pipeline);
+  int chunks = p.pipeline_parallel * p.virtual_pipeline;
+  if (model.num_layers % chunks != 0)
+    fail("num_layers {} is not divisible by pipeline_parallel {} x virtual_pipeline {} = {} (the interleaved schedule "
+         "gives every chunk the same number of layers); change virtual_pipeline or num_layers",
+         model.num_layers, p.pipeline_parallel, p.virtual_pipeline, chunks);
+  if (p.micro_batch_num % p.pipeline_parallel != 0)
+    fail("micro_batch_num {} is not divisible by pipeline_parallel {} (required by the interleaved schedule); use a "
+         "multiple of {}",
+         p.micro_batch_num, p.pipeline_parallel, p.pipeline_parallel);
+}
+
+}  // namespace
+
+void validate_parallel_size(const ParallelConfig& p, int world_size) {
+  require_positive("data_parallel", p.data_parallel);
+  require_positive("expert_parallel", p.expert_parallel);
+  require_positive("tensor_parallel", p.tensor_parallel);
+  require_positive("pipeline_parallel", p.pipeline_parallel);
+  require_positive("micro_batch_num", p.micro_batch_num);
+  require_positive("virtual_pipeline", p.virtual_pipeline);
+  if (p.world_size() != world_size)
+    fail("parallel size mismatch: dp {} x ep {} x tp {} x pp {} = {}, but {} ranks were started", p.data_parallel,
+         p.expert_parallel, p.tensor_parallel, p.pipeline_parallel, p.world_size(), world_size);
+  if (!p.device_list.empty()) {
+    if (static_cast<int>(p.device_list.size()) != world_size)
+      fail("device_list has {} entries, but {} ranks were started; list every world rank exactly once",
+           p.device_list.size(), world_size);
+    std::vector<bool> seen(world_size, false);
+    for (size_t i = 0; i < p.device_list.size(); ++i) {
+      int r = p.device_list[i];
+      if (r < 0 || r >= world_size)
+        fail("device_list[{}] is {}, not a world rank; expected a permutation of 0..{}", i, r, world_size - 1);
+      if (seen[r]) fail("device_list names world rank {} twice; expected a permutation of 0..{}", r, world_size - 1);
+      seen[r] = true;
+    }
+  }
+}
+
+void validate_layout(const ModelConfig& model, const ParallelConfig& p, int64_t global_batch_size, int world_size) {
+  validate_parallel_size(p, world_size);
+
+  require_divisible("num_heads", model.num_heads, "tensor_parallel", p.tensor_parallel);
+  require_divisible("ffn_hidden_size", model.ffn_hidden_size, "tensor_parallel", p.tensor_parallel);
+  require_divisible("vocab_size", model.vocab_size, "tensor_parallel", p.tensor_parallel);
+
+  if (p.expert_parallel > 1 && !model.is_moe())
+    fail("expert_parallel {} needs a MoE model, but moe.num_experts is 0 (dense); set expert_parallel: 1 or give the "
+         "model experts",
+         p.expert_parallel);
+  if (model.is_moe()) require_divisible("num_experts", model.moe.num_experts, "expert_parallel", p.expert_parallel);
+
+  check_pipeline(model, p);
+
+  require_positive("global_batch_size", global_batch_size);
+  int64_t replicas_x_micro = static_cast<int64_t>(p.data_parallel) * p.expert_parallel * p.micro_batch_num;
+  if (global_batch_size < replicas_x_micro || global_batch_size % replicas_x_micro != 0)
+    fail("global_batch_size {} is not divisible by data_parallel {} x expert_parallel {} x micro_batch_num {} = {} "
+         "(every data replica needs whole micro-batches); use a multiple of {} (e.g. {})",
+         global_batch_size, p.data_parallel, p.expert_parallel, p.micro_batch_num, replicas_x_micro, replicas_x_micro,
+         nearby_multiples(global_batch_size, replicas_x_micro));
+}
+
+}  // namespace moe4d

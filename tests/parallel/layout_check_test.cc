@@ -1,0 +1,155 @@
+// tests/parallel/layout_check_test.cc — every layout validation message, and that good layouts pass.
+#include "parallel/layout_check.h"
+
+#include <gtest/gtest.h>
+
+#include "config/config.h"
+#include "core/error.h"
+
+namespace moe4d {
+namespace {
+
+ModelConfig moe_model() {
+  ModelConfig m;
+  m.vocab_size = 512;
+  m.hidden_size = 64;
+  m.num_layers = 4;
+  m.num_heads = 8;
+  m.ffn_hidden_size = 128;
+  m.seq_length = 32;
+  m.moe.num_experts = 8;
+  return m;
+}
+
+ParallelConfig layout(int dp, int ep, int tp, int pp, int micro = 1) {
+  ParallelConfig p;
+  p.data_parallel = dp;
+  p.expert_parallel = ep;
+  p.tensor_parallel = tp;
+  p.pipeline_parallel = pp;
+  p.micro_batch_num = micro;
+  return p;
+}
+
+std::string error_of(const ModelConfig& m, const ParallelConfig& p, int64_t batch, int world) {
+  try {
+    validate_layout(m, p, batch, world);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+TEST(LayoutCheck, AcceptsValidLayouts) {
+  ModelConfig m = moe_model();
+  EXPECT_NO_THROW(validate_layout(m, layout(2, 2, 2, 2, 2), 16, 16));
+  EXPECT_NO_THROW(validate_layout(m, layout(1, 8, 8, 1), 8, 64));
+  ParallelConfig staged = layout(1, 1, 1, 3);
+  staged.stage_layers = {1, 2, 1};
+  EXPECT_NO_THROW(validate_layout(m, staged, 4, 3));
+  ParallelConfig interleaved = layout(1, 1, 1, 2, 4);
+  interleaved.pipeline_schedule = PipelineSchedule::kInterleaved;
+  interleaved.virtual_pipeline = 2;
+  EXPECT_NO_THROW(validate_layout(m, interleaved, 8, 2));
+}
+
+TEST(LayoutCheck, SizeMismatchMessageIsExact) {
+  EXPECT_EQ(error_of(moe_model(), layout(4, 1, 4, 3), 12, 64),
+            "parallel size mismatch: dp 4 x ep 1 x tp 4 x pp 3 = 48, but 64 ranks were started");
+  EXPECT_EQ(error_of(moe_model(), layout(0, 1, 1, 1), 1, 1), "data_parallel is 0; it must be >= 1");
+}
+
+TEST(LayoutCheck, TensorParallelDivisibility) {
+  ModelConfig m = moe_model();
+  std::string heads = error_of(m, layout(1, 1, 3, 1), 3, 3);
+  EXPECT_TRUE(starts_with(heads, "num_heads 8 is not divisible by tensor_parallel 3; set tensor_parallel to a divisor "
+                                 "of 8 (1, 2, 4, 8)"))
+      << heads;
+  m.num_heads = 12;
+  m.ffn_hidden_size = 100;
+  std::string ffn = error_of(m, layout(1, 1, 3, 1), 3, 3);
+  EXPECT_TRUE(starts_with(ffn, "ffn_hidden_size 100 is not divisible by tensor_parallel 3")) << ffn;
+  EXPECT_NE(ffn.find("(e.g. 99 or 102)"), std::string::npos) << ffn;
+  m.ffn_hidden_size = 96;
+  m.vocab_size = 1000;
+  std::string vocab = error_of(m, layout(1, 1, 3, 1), 3, 3);
+  EXPECT_TRUE(starts_with(vocab, "vocab_size 1000 is not divisible by tensor_parallel 3")) << vocab;
+}
+
+TEST(LayoutCheck, ExpertParallel) {
+  ModelConfig dense = moe_model();
+  dense.moe.num_experts = 0;
+  std::string needs_moe = error_of(dense, layout(1, 2, 1, 1), 2, 2);
+  EXPECT_TRUE(starts_with(needs_moe, "expert_parallel 2 needs a MoE model, but moe.num_experts is 0")) << needs_moe;
+  ModelConfig m = moe_model();
+  m.moe.num_experts = 6;
+  std::string experts = error_of(m, layout(1, 4, 1, 1), 4, 4);
+  EXPECT_TRUE(starts_with(experts, "num_experts 6 is not divisible by expert_parallel 4")) << experts;
+}
+
+TEST(LayoutCheck, PipelineStages) {
+  ModelConfig m = moe_model();
+  m.num_layers = 6;
+  std::string layers = error_of(m, layout(1, 1, 1, 4), 4, 4);
+  EXPECT_TRUE(starts_with(layers, "num_layers 6 is not divisible by pipeline_parallel 4")) << layers;
+  EXPECT_NE(layers.find("stage_layers"), std::string::npos) << layers;
+
+  ParallelConfig p = layout(1, 1, 1, 4);
+  p.stage_layers = {1, 2, 3};
+  EXPECT_TRUE(starts_with(error_of(m, p, 4, 4), "stage_layers has 3 entries, but pipeline_parallel is 4"));
+  p.stage_layers = {2, 0, 2, 2};
+  EXPECT_TRUE(starts_with(error_of(m, p, 4, 4), "stage_layers[1] is 0; every pipeline stage needs at least 1 layer"));
+  p.stage_layers = {2, 1, 2, 2};
+  EXPECT_TRUE(starts_with(error_of(m, p, 4, 4), "stage_layers 2,1,2,2 sum to 7, but num_layers is 6"));
+  p.stage_layers = {1, 1, 2, 2};
+  EXPECT_EQ(error_of(m, p, 4, 4), "(no error)");
+}
+
+TEST(LayoutCheck, InterleavedSchedule) {
+  ModelConfig m = moe_model();
+  m.num_layers = 12;
+  ParallelConfig p = layout(1, 1, 1, 2, 4);
+  p.virtual_pipeline = 2;
+  EXPECT_TRUE(starts_with(error_of(m, p, 4, 2), "virtual_pipeline 2 is only used by pipeline_schedule interleaved"));
+  p.pipeline_schedule = PipelineSchedule::kInterleaved;
+  p.virtual_pipeline = 1;
+  EXPECT_TRUE(starts_with(error_of(m, p, 4, 2), "pipeline_schedule interleaved needs virtual_pipeline >= 2"));
+  p.virtual_pipeline = 4;
+  EXPECT_TRUE(starts_with(error_of(m, p, 4, 2),
+                          "num_layers 12 is not divisible by pipeline_parallel 2 x virtual_pipeline 4 = 8"));
+  p.virtual_pipeline = 3;
+  p.micro_batch_num = 3;
+  EXPECT_TRUE(starts_with(error_of(m, p, 3, 2), "micro_batch_num 3 is not divisible by pipeline_parallel 2"));
+  ParallelConfig single = layout(1, 1, 1, 1);
+  single.pipeline_schedule = PipelineSchedule::kInterleaved;
+  single.virtual_pipeline = 2;
+  EXPECT_TRUE(starts_with(error_of(m, single, 1, 1), "pipeline_schedule interleaved needs pipeline_parallel >= 2"));
+  p.micro_batch_num = 2;
+  p.stage_layers = {6, 6};
+  EXPECT_TRUE(starts_with(error_of(m, p, 2, 2), "stage_layers cannot be combined with pipeline_schedule interleaved"));
+}
+
+TEST(LayoutCheck, GlobalBatch) {
+  ModelConfig m = moe_model();
+  std::string batch = error_of(m, layout(2, 2, 1, 1, 4), 30, 4);
+  EXPECT_EQ(batch,
+            "global_batch_size 30 is not divisible by data_parallel 2 x expert_parallel 2 x micro_batch_num 4 = 16 "
+            "(every data replica needs whole micro-batches); use a multiple of 16 (e.g. 16 or 32)");
+  EXPECT_TRUE(starts_with(error_of(m, layout(2, 2, 1, 1, 4), 8, 4), "global_batch_size 8 is not divisible by"));
+  EXPECT_TRUE(starts_with(error_of(m, layout(1, 1, 1, 1), 0, 1), "global_batch_size is 0; it must be >= 1"));
+}
+
+TEST(LayoutCheck, DeviceList) {
+  ParallelConfig p = layout(2, 1, 1, 1);
+  p.device_list = {0, 1, 2};
+  EXPECT_TRUE(starts_with(error_of(moe_model(), p, 2, 2), "device_list has 3 entries, but 2 ranks were started"));
+  p.device_list = {1, 1};
+  EXPECT_TRUE(starts_with(error_of(moe_model(), p, 2, 2), "device_list names world rank 1 twice"));
+  p.device_list = {1, 0};
+  EXPECT_EQ(error_of(moe_model(), p, 2, 2), "(no error)");
+}
+
+}  // namespace
+}  // namespace moe4d
