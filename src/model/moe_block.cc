@@ -1,8 +1,11 @@
+// model/moe_block.cc — the MoE layer's forward and backward: routing, the sliced EP exchange
+// pipeline, per-expert SwiGLU GEMMs and the weighted combine (see the header for the layout).
 #include "model/moe_block.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -45,7 +48,7 @@ MoeBlock::MoeBlock(int layer, const ModelConfig& model, ParallelContext& pc, Par
       capacity_factor_(model.moe.capacity_factor),
       aux_coeff_(static_cast<float>(model.moe.aux_loss_coeff)),
       z_coeff_(static_cast<float>(model.moe.z_loss_coeff)),
-      exchange_(*pc.ep, model.moe.num_experts),
+      exchange_(*pc.ep, model.moe.num_experts, pc.ep_size() > 1 ? model.moe.a2a_chunks : 1),
       router_bias_(model.moe.num_experts, 0.0f) {
   const int tp = pc.tp_size(), tp_rank = pc.coord.tp, ep = pc.ep_size(), ep_rank = pc.coord.ep;
   const int64_t d = model.hidden_size, f = model.ffn_hidden_size, e = model.moe.num_experts;
@@ -70,17 +73,48 @@ int MoeBlock::capacity(int tokens) const {
   return static_cast<int>(std::ceil(double(tokens) * top_k_ / experts_ * *capacity_factor_));
 }
 
-void MoeBlock::experts_forward(const float* xr, float* h1, float* h3, float* g, float* yr,
-                               const ExpertExchangePlan& plan, BlockContext& ctx) const {
+void MoeBlock::experts_forward(const ExchangeSlice& slice, const float* xr, float* h1, float* h3, float* g,
+                               float* yr, BlockContext& ctx) const {
   const int d = hidden_, f = local_ffn_;
+  const size_t wsize = size_t(d) * f;
+  for (int e = 0; e < local_experts_; ++e) {
+    const int begin = slice.expert_begin[e], n = slice.expert_end[e] - begin;
+    if (n == 0) continue;
+    const size_t rf = size_t(begin) * f, rd = size_t(begin) * d;
+    matmul_forward(h1 + rf, xr + rd, ctx.params.value(w1_id_) + e * wsize, n, d, f);
+    matmul_forward(h3 + rf, xr + rd, ctx.params.value(w3_id_) + e * wsize, n, d, f);
+    swiglu_forward(g + rf, h1 + rf, h3 + rf, int64_t(n) * f);
+    matmul_forward(yr + rd, g + rf, ctx.params.value(w2_id_) + e * wsize, n, f, d);
+  }
+}
+
+void MoeBlock::experts_backward_inputs(const ExchangeSlice& slice, const float* dyr, const float* h1, const float* h3,
+                                       float* dg, float* dh1, float* dh3, float* dxr, BlockContext& ctx) const {
+  const int d = hidden_, f = local_ffn_;
+  const size_t wsize = size_t(d) * f;
+  for (int e = 0; e < local_experts_; ++e) {
+    const int begin = slice.expert_begin[e], n = slice.expert_end[e] - begin;
+    if (n == 0) continue;
+    const size_t rf = size_t(begin) * f, rd = size_t(begin) * d;
+    matmul_backward(dg + rf, nullptr, dyr + rd, nullptr, ctx.params.value(w2_id_) + e * wsize, n, f, d, false);
+    swiglu_backward(dh1 + rf, dh3 + rf, dg + rf, h1 + rf, h3 + rf, int64_t(n) * f);
+    matmul_backward(dxr + rd, nullptr, dh1 + rf, nullptr, ctx.params.value(w1_id_) + e * wsize, n, d, f, false);
+    matmul_backward(dxr + rd, nullptr, dh3 + rf, nullptr, ctx.params.value(w3_id_) + e * wsize, n, d, f, true);
+  }
+}
+
+void MoeBlock::experts_backward_weights(const ExpertExchangePlan& plan, const float* xr, const float* g,
+                                        const float* dyr, const float* dh1, const float* dh3,
+                                        BlockContext& ctx) const {
+  const int d = hidden_, f = local_ffn_;
+  const size_t wsize = size_t(d) * f;
   for (int e = 0; e < local_experts_; ++e) {
     const int begin = plan.expert_offsets[e], n = plan.expert_offsets[e + 1] - begin;
     if (n == 0) continue;
-    const size_t wsize = size_t(d) * f;
-    matmul_forward(h1 + size_t(begin) * f, xr + size_t(begin) * d, ctx.params.value(w1_id_) + e * wsize, n, d, f);
-    matmul_forward(h3 + size_t(begin) * f, xr + size_t(begin) * d, ctx.params.value(w3_id_) + e * wsize, n, d, f);
-    swiglu_forward(g + size_t(begin) * f, h1 + size_t(begin) * f, h3 + size_t(begin) * f, int64_t(n) * f);
-    matmul_forward(yr + size_t(begin) * d, g + size_t(begin) * f, ctx.params.value(w2_id_) + e * wsize, n, f, d);
+    const size_t rf = size_t(begin) * f, rd = size_t(begin) * d;
+    matmul_backward(nullptr, ctx.params.grad(w2_id_) + e * wsize, dyr + rd, g + rf, nullptr, n, f, d, false);
+    matmul_backward(nullptr, ctx.params.grad(w1_id_) + e * wsize, dh1 + rf, xr + rd, nullptr, n, d, f, false);
+    matmul_backward(nullptr, ctx.params.grad(w3_id_) + e * wsize, dh3 + rf, xr + rd, nullptr, n, d, f, false);
   }
 }
 
@@ -118,7 +152,6 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
   s->xr = keep.alloc_f32(size_t(R) * d);
   float* xp = expert_parallel ? ctx.scratch.alloc_f32(size_t(rows) * d) : s->xr;
   moe_permute_forward(xp, s->xn, s->row_slot, rows, k, d);
-  if (expert_parallel) exchange_.dispatch(xp, s->xr, d, plan, ctx.scratch);
 
   s->h1 = keep.alloc_f32(size_t(R) * f);
   s->h3 = keep.alloc_f32(size_t(R) * f);
@@ -126,8 +159,20 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
   float* g = s->g ? s->g : ctx.scratch.alloc_f32(size_t(R) * f);
   s->y = keep.alloc_f32(size_t(rows) * d);
   float* yr = expert_parallel ? ctx.scratch.alloc_f32(size_t(R) * d) : s->y;
-  experts_forward(s->xr, s->h1, s->h3, g, yr, plan, ctx);
-  if (expert_parallel) exchange_.combine(yr, s->y, d, plan, ctx.scratch);
+
+  // Slice pipeline: every dispatch slice starts at once and the experts run on slice c as soon as it
+  // is in, while later slices still arrive; each slice's outputs travel back while later slices
+  // compute, and all are waited for at the end. Starting or waiting slice by slice would add a
+  // rendezvous with the slowest rank of the EP group per slice (measured: more exposed time).
+  ExchangeTransferQueue arriving(plan.chunks, ctx.scratch), returning(plan.chunks, ctx.scratch);
+  for (int c = 0; expert_parallel && c < plan.chunks; ++c)
+    arriving.push(exchange_.dispatch_begin(c, xp, s->xr, d, plan, ctx.scratch));
+  for (int c = 0; c < plan.chunks; ++c) {
+    if (expert_parallel) arriving.finish(c);
+    experts_forward(plan.slices[c], s->xr, s->h1, s->h3, g, yr, ctx);
+    if (expert_parallel) returning.push(exchange_.combine_begin(c, yr, s->y, d, plan, ctx.scratch));
+  }
+  returning.finish_all();
   moe_unpermute_forward(x_out, s->y, s->slot_row, s->topk_w, T, k, d);
   if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(x_out, size_t(T) * d);
   axpy(x_out, x_in, 1.0f, int64_t(T) * d);
@@ -161,39 +206,33 @@ void MoeBlock::backward(float* dx, const float* x_in, const void* saved, BlockCo
   // y holds TP partial sums, so each rank's dot products are partial too.
   if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(dtopk_w, size_t(T) * k);
 
-  float* dyr = dy;
-  if (expert_parallel) {
-    dyr = ctx.scratch.alloc_f32(size_t(R) * d);
-    exchange_.dispatch(dy, dyr, d, plan, ctx.scratch);
-  }
+  float* dyr = expert_parallel ? ctx.scratch.alloc_f32(size_t(R) * d) : dy;
   float* dxr = ctx.scratch.alloc_f32(size_t(R) * d);
+  float* dxp = expert_parallel ? ctx.scratch.alloc_f32(size_t(rows) * d) : dxr;
+  float* dg = ctx.scratch.alloc_f32(size_t(R) * f);
+  float* dh1 = ctx.scratch.alloc_f32(size_t(R) * f);
+  float* dh3 = ctx.scratch.alloc_f32(size_t(R) * f);
+
+  // The forward's slice pipeline, carrying output gradients in and input gradients out.
+  ExchangeTransferQueue arriving(plan.chunks, ctx.scratch), returning(plan.chunks, ctx.scratch);
+  for (int c = 0; expert_parallel && c < plan.chunks; ++c)
+    arriving.push(exchange_.dispatch_begin(c, dy, dyr, d, plan, ctx.scratch));
+  for (int c = 0; c < plan.chunks; ++c) {
+    if (expert_parallel) arriving.finish(c);
+    experts_backward_inputs(plan.slices[c], dyr, s->h1, s->h3, dg, dh1, dh3, dxr, ctx);
+    if (expert_parallel) returning.push(exchange_.combine_begin(c, dxr, dxp, d, plan, ctx.scratch));
+  }
+  // Weight gradients over each expert's full row block (the same GEMMs whatever the slicing) while
+  // the input gradients travel back.
   const float* g = s->g;
   if (!g) {
     float* rebuilt = ctx.scratch.alloc_f32(size_t(R) * f);
     swiglu_forward(rebuilt, s->h1, s->h3, int64_t(R) * f);
     g = rebuilt;
   }
-  float* dg = ctx.scratch.alloc_f32(size_t(R) * f);
-  float* dh1 = ctx.scratch.alloc_f32(size_t(R) * f);
-  float* dh3 = ctx.scratch.alloc_f32(size_t(R) * f);
-  const size_t wsize = size_t(d) * f;
-  for (int e = 0; e < local_experts_; ++e) {
-    const int begin = plan.expert_offsets[e], n = plan.expert_offsets[e + 1] - begin;
-    if (n == 0) continue;
-    const size_t rf = size_t(begin) * f, rd = size_t(begin) * d;
-    matmul_backward(dg + rf, ctx.params.grad(w2_id_) + e * wsize, dyr + rd, g + rf, ctx.params.value(w2_id_) + e * wsize,
-                    n, f, d, false);
-    swiglu_backward(dh1 + rf, dh3 + rf, dg + rf, s->h1 + rf, s->h3 + rf, int64_t(n) * f);
-    matmul_backward(dxr + rd, ctx.params.grad(w1_id_) + e * wsize, dh1 + rf, s->xr + rd,
-                    ctx.params.value(w1_id_) + e * wsize, n, d, f, false);
-    matmul_backward(dxr + rd, ctx.params.grad(w3_id_) + e * wsize, dh3 + rf, s->xr + rd,
-                    ctx.params.value(w3_id_) + e * wsize, n, d, f, true);
-  }
-  float* dxp = dxr;
-  if (expert_parallel) {
-    dxp = ctx.scratch.alloc_f32(size_t(rows) * d);
-    exchange_.combine(dxr, dxp, d, plan, ctx.scratch);
-  }
+  experts_backward_weights(plan, s->xr, g, dyr, dh1, dh3, ctx);
+  returning.finish_all();
+
   float* dxn = ctx.scratch.alloc_f32(size_t(T) * d);
   std::memset(dxn, 0, sizeof(float) * size_t(T) * d);
   moe_permute_backward(dxn, dxp, s->row_slot, rows, k, d);

@@ -11,6 +11,20 @@
 //
 // Capacity (capacity_factor set) is applied per source rank before dispatch, as in GShard: each
 // data replica keeps at most ceil(T * k / E * cf) of its own T tokens' slots per expert.
+//
+// Overlap (moe.a2a_chunks = C > 1 with EP > 1): the exchange is cut into C slices
+// (model/expert_exchange.h). Forward: all dispatch slices start at once; the experts run on slice c
+// as soon as it is in (later slices still arriving), and slice c's outputs travel back while later
+// slices compute (all combines are waited for at the end).
+// Backward: the same pipeline carries the output gradients in and the input gradients out, computing
+// only the row-wise (input-gradient) GEMMs per slice; the weight-gradient GEMMs run once per expert
+// over all its rows after the loop, hiding the return trip (with C = 1 too). Exposed all-to-all time
+// is then about the first dispatch slice and the last combine slice. C changes no expert's rows or
+// their order; results agree with C = 1 to float rounding (docs/moe.md). With EP = 1 nothing moves
+// and C has no effect.
+//
+// An expert that receives no rows (on any rank) skips its GEMMs; every rank still takes part in every
+// collective, so empty experts neither hang nor break backward.
 #pragma once
 
 #include <vector>
@@ -38,8 +52,15 @@ class MoeBlock {
 
  private:
   int capacity(int tokens) const;
-  void experts_forward(const float* xr, float* h1, float* h3, float* g, float* yr, const ExpertExchangePlan& plan,
+  // The experts on one slice's rows of the expert layout ([R, d] / [R, f_local] buffers).
+  void experts_forward(const ExchangeSlice& slice, const float* xr, float* h1, float* h3, float* g, float* yr,
                        BlockContext& ctx) const;
+  // Row-wise part of the experts' backward on one slice: dg, dh1, dh3 and the input gradient dxr.
+  void experts_backward_inputs(const ExchangeSlice& slice, const float* dyr, const float* h1, const float* h3,
+                               float* dg, float* dh1, float* dh3, float* dxr, BlockContext& ctx) const;
+  // Weight gradients of every local expert over all its rows.
+  void experts_backward_weights(const ExpertExchangePlan& plan, const float* xr, const float* g, const float* dyr,
+                                const float* dh1, const float* dh3, BlockContext& ctx) const;
 
   int layer_;
   int hidden_, local_ffn_, experts_, local_experts_, top_k_;

@@ -24,8 +24,6 @@ void check_training_support(const Config& c) {
     fail("{}: train.grad_compression is not supported by this build yet, expected none", src);
   if (c.train.optimizer != OptimizerKind::kAdamW)
     fail("{}: train.optimizer onebit_adam is not supported by this build yet, expected adamw", src);
-  if (c.model.moe.a2a_chunks != 1)
-    fail("{}: model.moe.a2a_chunks {} is not supported by this build yet, expected 1", src, c.model.moe.a2a_chunks);
 }
 
 }  // namespace moe4d
