@@ -1,20 +1,19 @@
 #include "train/feature_gate.h"
 
 #include "core/error.h"
+#include "train/pipeline_schedule.h"
 
 namespace moe4d {
 
 void check_training_support(const Config& c) {
   const std::string& src = c.source;
-  if (c.parallel.pipeline_parallel > 1)
-    fail("{}: parallel_config.pipeline_parallel {} is not supported by this build yet, expected 1", src,
-         c.parallel.pipeline_parallel);
-  if (c.parallel.virtual_pipeline > 1 || c.parallel.pipeline_schedule == PipelineSchedule::kInterleaved)
-    fail("{}: parallel_config.pipeline_schedule interleaved / virtual_pipeline > 1 need pipeline parallelism, which "
-         "this build does not support yet",
-         src);
-  if (!c.parallel.stage_layers.empty())
-    fail("{}: parallel_config.stage_layers needs pipeline parallelism, which this build does not support yet", src);
+  // Pipeline parallelism (all three schedules, stage_layers, virtual_pipeline) is supported; the
+  // layout rules are in validate_layout. What is refused is a pipeline starved of micro-batches.
+  try {
+    check_pipeline_micro_batches(c.parallel);
+  } catch (const Error& e) {
+    fail("{}: {}", src, e.what());
+  }
   if (c.parallel.zero_stage != 0)
     fail("{}: parallel_config.zero_stage {} is not supported by this build yet, expected 0", src,
          c.parallel.zero_stage);

@@ -6,6 +6,14 @@ namespace moe4d {
 
 GradSync::GradSync(ParamStore& params, ParallelContext& pc, int num_buckets, bool overlap, int num_layers)
     : params_(params), pc_(pc), overlap_(overlap), num_layers_(num_layers), buckets_of_layer_(num_layers + 2) {
+  // The first stage always holds embed.weight, the last one only when the embedding is tied (its
+  // copy): only then are there two gradients to sum. Only the last stage can tell, so it says.
+  if (pc.embed) {
+    int tied = 0;
+    for (int id = 0; id < params.size(); ++id) tied |= params.info(id).is_tied_copy ? 1 : 0;
+    pc.embed->all_reduce(&tied, 1, DType::kI32, ReduceOp::kMax);
+    tied_embedding_ = tied != 0;
+  }
   for (ParamGroup group : {ParamGroup::kDense, ParamGroup::kExpert}) {
     Communicator* comm = group == ParamGroup::kDense ? pc.dp_ep.get() : pc.dp.get();
     const size_t total = params.flat_size(group);
@@ -56,7 +64,7 @@ void GradSync::finish() {
     if (!b.work) launch(b);
   }
   for (Bucket& b : buckets_) b.work->wait();
-  if (pc_.embed) {  // tied embedding split over the first and last pipeline stage
+  if (tied_embedding_) {  // tied embedding split over the first and last pipeline stage
     for (int id = 0; id < params_.size(); ++id)
       if (params_.info(id).name == "embed.weight") pc_.embed->all_reduce(params_.grad(id), params_.info(id).numel());
   }

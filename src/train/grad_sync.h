@@ -11,7 +11,8 @@
 // layer order), as MPI requires.
 //
 // With tied embeddings split over pipeline stages, the two copies' gradients are also summed over the
-// `embed` group (first and last stage).
+// `embed` group (first and last stage). The constructor is collective over `embed` (the last stage
+// tells the first whether the table is tied).
 #pragma once
 
 #include <memory>
@@ -50,6 +51,7 @@ class GradSync {
   ParamStore& params_;
   ParallelContext& pc_;
   bool overlap_;
+  bool tied_embedding_ = false;  // this rank is on `embed` and the embedding is tied (copies on both ends)
   int num_layers_;
   std::vector<Bucket> buckets_;
   std::vector<std::vector<int>> buckets_of_layer_;  // index layer + 1

@@ -1,5 +1,7 @@
 #include "train/trainer.h"
 
+#include <sys/resource.h>
+
 #include <chrono>
 #include <cmath>
 #include <numeric>
@@ -12,6 +14,7 @@
 #include "kernels/optimizer_kernels.h"
 #include "model/model_flops.h"
 #include "train/lr_schedule.h"
+#include "train/stage_partition.h"
 #include "train/tensor_gather.h"
 
 namespace moe4d {
@@ -84,9 +87,9 @@ Trainer::Trainer(const Config& config, ParallelContext& pc, TrainerOptions optio
 
 Trainer::~Trainer() = default;
 
+// This rank's pipeline stage: one block of layers, or virtual_pipeline chunks when interleaved.
 std::vector<ChunkSpec> Trainer::my_chunks() const {
-  const ModelConfig& m = config_.model;
-  return {ChunkSpec{.first_layer = 0, .num_layers = m.num_layers, .has_embedding = true, .has_head = true}};
+  return partition_stages(config_.model, config_.parallel).chunks_of(pc_.coord.pp);
 }
 
 double Trainer::clip_gradients() {
@@ -164,7 +167,29 @@ StepResult Trainer::train_step() {
   r.record = step_record(r, load, reduced[3], reduced[4], r.seconds);
   r.record["time"] = {{"step_s", r.seconds}, {"compute_s", r.seconds - exposed}, {"comm_exposed_s", exposed},
                       {"comm", comm}};
+  // Pipeline schedule, bubble and activation memory (collective over the pipeline group).
+  executor_->add_step_metrics(r.record, step, config_.train.steps);
+  r.record["memory"] = memory_record();
   return r;
+}
+
+nlohmann::json Trainer::memory_record() {
+  // Bytes this rank holds, gathered from every rank (collective over the world).
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  const double mine[5] = {double(params_.total_numel() * sizeof(float)), double(params_.total_numel() * sizeof(float)),
+                          double(optimizer_->state_bytes()), double(executor_->peak_activation_bytes()),
+                          double(usage.ru_maxrss) * 1024.0};
+  std::vector<double> all(5 * size_t(pc_.world->size()));
+  pc_.world->all_gather(mine, all.data(), 5, DType::kF64);
+  nlohmann::json per_rank = nlohmann::json::array();
+  for (int r = 0; r < pc_.world->size(); ++r) {
+    const double* m = all.data() + 5 * size_t(r);
+    per_rank.push_back({{"params_bytes", m[0]}, {"grads_bytes", m[1]}, {"optimizer_bytes", m[2]},
+                        {"activations_peak_bytes", m[3]}, {"model_state_and_activations_bytes", m[0] + m[1] + m[2] + m[3]},
+                        {"rss_peak_bytes", m[4]}});
+  }
+  return {{"per_rank", per_rank}};
 }
 
 nlohmann::json Trainer::step_record(const StepResult& r, const std::vector<double>& load, double dropped,

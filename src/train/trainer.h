@@ -72,6 +72,7 @@ class Trainer {
  private:
   void load_checkpoint(const std::string& path);
   double clip_gradients();
+  nlohmann::json memory_record();
   void update_router_bias(const std::vector<double>& load);
   nlohmann::json step_record(const StepResult& r, const std::vector<double>& load, double dropped,
                              double routed, double step_seconds);
