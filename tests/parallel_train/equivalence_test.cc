@@ -1,13 +1,12 @@
 // Every parallel layout reproduces the single-rank run (design.md §6, the core test of moe4d).
 //
-// Launched through mpirun with N ranks. For each layout whose size is N, world rank 0 first runs the
-// single-rank reference in-process (on LocalCommunicators, same global batch and the same
-// micro-batches: micro_batch_num x data replicas of them), then all ranks run the layout. Per-step
-// losses must agree within 1e-5 relative for 20 steps and the final parameters within 1e-4.
+// Launched through mpirun with N ranks; suite SizeN holds the layouts of N ranks. The comparison
+// itself is tests/common/equivalence_harness.h.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "../common/equivalence_harness.h"
 #include "../train/train_fixture.h"
 #include "checkpoint/checkpoint.h"
 #include "comm/mpi_communicator.h"
@@ -29,65 +28,19 @@ struct Layout {
   int size() const { return dp * ep * tp * pp; }
 };
 
-struct RunResult {
-  std::vector<double> losses, aux;
-  std::map<std::string, FullTensor> params;  // on world rank 0
-};
-
-RunResult train(const Config& config, ParallelContext& pc, int steps) {
-  Trainer trainer(config, pc, {.quiet = true, .metrics_path = "/dev/null"});
-  RunResult r;
-  for (int i = 0; i < steps; ++i) {
-    StepResult s = trainer.train_step();
-    r.losses.push_back(s.loss);
-    r.aux.push_back(s.aux_loss);
-  }
-  r.params = trainer.gather_parameters();
-  return r;
-}
-
 class Equivalence : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(Equivalence, ReproducesSingleRankRun) {
   const Layout layout = GetParam();
-  auto world = MpiCommunicator::world(CommOptions{.timeout_seconds = 120});
-  ASSERT_EQ(world->size(), layout.size()) << "run this suite with --gtest_filter=Size" << layout.size() << "/*";
   test::TempDir dir;
   Config config = test::tiny_training_config(test::write_synthetic_shard(dir.file("train.bin"), 64, 20000));
-  const int steps = 20;
-
-  RunResult reference;
-  if (world->rank() == 0) {
-    Config single = config;
-    single.parallel.micro_batch_num = config.parallel.micro_batch_num * layout.dp * layout.ep;
-    auto local = make_single_rank_context();
-    reference = train(single, *local, steps);
-  }
-  Config parallel = config;
-  parallel.parallel.data_parallel = layout.dp;
-  parallel.parallel.expert_parallel = layout.ep;
-  parallel.parallel.tensor_parallel = layout.tp;
-  parallel.parallel.pipeline_parallel = layout.pp;
-  parallel.parallel.recompute = layout.recompute;
-  auto pc = make_parallel_context(std::move(world), parallel.parallel, 0);
-  RunResult run = train(parallel, *pc, steps);
-  if (pc->rank != 0) return;
-
-  for (int i = 0; i < steps; ++i) {
-    EXPECT_NEAR(run.losses[i], reference.losses[i], 1e-5 * std::abs(reference.losses[i])) << "step " << i + 1;
-    EXPECT_NEAR(run.aux[i], reference.aux[i], 1e-5 * std::abs(reference.aux[i])) << "aux loss, step " << i + 1;
-  }
-  EXPECT_LT(reference.losses.back(), reference.losses.front() - 0.1) << "the reference run should learn";
-  ASSERT_EQ(run.params.size(), reference.params.size());
-  for (const auto& [name, ref] : reference.params) {
-    ASSERT_TRUE(run.params.count(name)) << name;
-    const FullTensor& got = run.params.at(name);
-    ASSERT_EQ(got.shape, ref.shape) << name;
-    double worst = 0;
-    for (int64_t i = 0; i < ref.shape.numel(); ++i)
-      worst = std::max(worst, double(std::abs(got.data.f32()[i] - ref.data.f32()[i])));
-    EXPECT_LE(worst, 1e-4) << name;
-  }
+  config.parallel.data_parallel = layout.dp;
+  config.parallel.expert_parallel = layout.ep;
+  config.parallel.tensor_parallel = layout.tp;
+  config.parallel.pipeline_parallel = layout.pp;
+  config.parallel.recompute = layout.recompute;
+  config.parallel.collective_timeout = 120;
+  test::expect_equivalent(test::run_equivalence(config, 20));
 }
 
 // A TP2 run's checkpoint (shards gathered into full tensors) equals the single-rank run's checkpoint.

@@ -10,6 +10,7 @@
 
 #include <cmath>
 
+#include "../common/equivalence_harness.h"
 #include "../train/train_fixture.h"
 #include "comm/mpi_communicator.h"
 #include "train/pipeline_schedule.h"
@@ -44,44 +45,15 @@ struct Layout {
   int size() const { return dp * ep * tp * pp; }
 };
 
-struct RunResult {
-  std::vector<double> losses, aux;
-  std::map<std::string, FullTensor> params;  // on world rank 0
-};
-
-RunResult train(const Config& config, ParallelContext& pc, int steps) {
-  Trainer trainer(config, pc, {.resume_from = {}, .exit_after = 0, .quiet = true, .metrics_path = "/dev/null"});
-  RunResult r;
-  for (int i = 0; i < steps; ++i) {
-    StepResult s = trainer.train_step();
-    r.losses.push_back(s.loss);
-    r.aux.push_back(s.aux_loss);
-  }
-  r.params = trainer.gather_parameters();
-  return r;
-}
-
 class PipelineEquivalence : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(PipelineEquivalence, ReproducesSingleRankRun) {
   const Layout layout = GetParam();
-  auto world = MpiCommunicator::world(CommOptions{.timeout_seconds = 120});
-  ASSERT_EQ(world->size(), layout.size()) << "run this suite with --gtest_filter=Size" << layout.size() << "/*";
   test::TempDir dir;
   Config config = test::tiny_training_config(test::write_synthetic_shard(dir.file("train.bin"), 64, 20000));
   config.model.num_layers = layout.layers;  // layer_freq 2: odd layers are MoE
   config.model.tie_embeddings = layout.tied;
-  const int steps = 20;
-
-  RunResult reference;
-  if (world->rank() == 0) {
-    Config single = config;
-    single.parallel.micro_batch_num = layout.micro_batches * layout.dp * layout.ep;
-    auto local = make_single_rank_context();
-    reference = train(single, *local, steps);
-  }
-  Config parallel = config;
-  ParallelConfig& p = parallel.parallel;
+  ParallelConfig& p = config.parallel;
   p.data_parallel = layout.dp;
   p.expert_parallel = layout.ep;
   p.tensor_parallel = layout.tp;
@@ -92,25 +64,7 @@ TEST_P(PipelineEquivalence, ReproducesSingleRankRun) {
   p.micro_batch_num = layout.micro_batches;
   p.recompute = layout.recompute;
   p.collective_timeout = 60;  // a schedule bug shows up as a named missing rank, not a 5-minute hang
-  auto pc = make_parallel_context(std::move(world), p, 0);
-  RunResult run = train(parallel, *pc, steps);
-  if (pc->rank != 0) return;
-
-  for (int i = 0; i < steps; ++i) {
-    EXPECT_NEAR(run.losses[i], reference.losses[i], 1e-5 * std::abs(reference.losses[i])) << "step " << i + 1;
-    EXPECT_NEAR(run.aux[i], reference.aux[i], 1e-5 * std::abs(reference.aux[i])) << "aux loss, step " << i + 1;
-  }
-  EXPECT_LT(reference.losses.back(), reference.losses.front() - 0.1) << "the reference run should learn";
-  ASSERT_EQ(run.params.size(), reference.params.size());
-  for (const auto& [name, ref] : reference.params) {
-    ASSERT_TRUE(run.params.count(name)) << name;
-    const FullTensor& got = run.params.at(name);
-    ASSERT_EQ(got.shape, ref.shape) << name;
-    double worst = 0;
-    for (int64_t i = 0; i < ref.shape.numel(); ++i)
-      worst = std::max(worst, double(std::abs(got.data.f32()[i] - ref.data.f32()[i])));
-    EXPECT_LE(worst, 1e-4) << name;
-  }
+  test::expect_equivalent(test::run_equivalence(config, 20));
 }
 
 const Layout kTwoRanks[] = {
