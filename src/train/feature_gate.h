@@ -2,7 +2,8 @@
 //
 // The config schema (design.md §5) is complete from day one so that configs written for the full
 // system parse; a value whose feature is not implemented is refused here, at start-up, with a
-// clear message, instead of being accepted and silently ignored.
+// clear message, instead of being accepted and silently ignored. It also refuses pipelines with fewer
+// micro-batches than stages (train/pipeline_schedule.h explains why).
 #pragma once
 
 #include "config/config.h"
