@@ -17,8 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../../tests/common/temp_dir.h"
-#include "core/rng.h"
-#include "data/token_shard_writer.h"
+#include "../common/bench_configs.h"
 #include "kernels/gemm_probe.h"
 #include "model/model_flops.h"
 #include "train/trainer.h"
@@ -26,26 +25,8 @@
 namespace moe4d {
 namespace {
 
-Config bench_config(const std::string& name, const std::string& shard) {
-  Config c;
-  c.source = name;
-  const bool small = name == "small";
-  c.model.vocab_size = 4096;
-  c.model.hidden_size = small ? 512 : 256;
-  c.model.num_layers = 4;
-  c.model.num_heads = 8;
-  c.model.ffn_hidden_size = small ? 1376 : 688;
-  c.model.seq_length = 256;
-  c.model.moe.num_experts = 8;
-  c.model.moe.top_k = 2;
-  c.train.global_batch_size = 8;
-  c.train.steps = 1000;
-  c.data.train = shard;
-  return c;
-}
-
 nlohmann::json run(const std::string& name, const std::string& shard, int steps, double peak) {
-  Config config = bench_config(name, shard);
+  Config config = bench::bench_config(name, shard);
   auto pc = make_single_rank_context();
   Trainer trainer(config, *pc, {.quiet = true, .metrics_path = "/dev/null"});
   for (int i = 0; i < 2; ++i) trainer.train_step();
@@ -79,10 +60,7 @@ int main(int argc, char** argv) {
   if (names.empty()) names = {"tiny", "small"};
 
   test::TempDir dir("moe4d-train-bench");
-  std::vector<int> ids(400000);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int(mix64(i) % 4096);
-  const std::string shard = dir.file("train.bin");
-  write_token_shard(shard, ids, 4096, "bytes", 1);
+  const std::string shard = bench::write_bench_shard(dir.file("train.bin"));
 
   nlohmann::json doc;
   const double peak = sgemm_peak_gflops();

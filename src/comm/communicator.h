@@ -37,8 +37,10 @@ struct CommOptions {
   double timeout_seconds = 300.0;
 };
 
-// Counters per operation kind, for the per-step timing breakdown. busy = from start to observed
-// completion; exposed = time the caller sat blocked inside wait() (communication not hidden by compute).
+// Counters per operation kind, for the per-step timing breakdown. busy = wall time during which at
+// least one operation of that kind was in flight (start to observed completion; overlapping
+// operations count their common time once); exposed = time the caller sat blocked inside wait()
+// (communication not hidden by compute).
 struct CommStats {
   struct Entry {
     int64_t calls = 0;

@@ -113,9 +113,14 @@ class MpiWork final : public Work {
     }
   }
 
+  // Busy time is the wall time during which at least one operation of this kind was in flight on
+  // this communicator (the union of the intervals), not the sum over overlapping operations.
   void finish(Clock::time_point completed_at) {
     finished_ = true;
-    comm_->stats_[op_].busy_seconds += seconds_between(started_, completed_at);
+    Clock::time_point& frontier = comm_->busy_frontier_[static_cast<int>(op_)];
+    const Clock::time_point from = std::max(started_, frontier);
+    if (completed_at > from) comm_->stats_[op_].busy_seconds += seconds_between(from, completed_at);
+    frontier = std::max(frontier, completed_at);
   }
 
   MpiCommunicator* comm_;

@@ -110,6 +110,9 @@ class MpiCommunicator final : public Communicator {
   int size_ = 1;
   std::vector<int> world_ranks_;
   int64_t issued_ = 0;  // collectives started on this group (the census sequence)
+  // Per CommOp: the latest completion already counted as busy, so that operations in flight at the
+  // same time count their common wall time once.
+  std::chrono::steady_clock::time_point busy_frontier_[static_cast<int>(CommOp::kCount)] = {};
 };
 
 }  // namespace moe4d
