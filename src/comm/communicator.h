@@ -98,28 +98,34 @@ class Communicator {
   // Collective over this communicator.
   virtual std::unique_ptr<Communicator> split(int color, int key, const std::string& name) = 0;
 
-  // Blocking conveniences.
-  void all_reduce(void* data, size_t count, DType dtype, ReduceOp op = ReduceOp::kSum) {
+  // Blocking forms. By default async(...)->wait(); a backend may run them directly (the MPI backend
+  // calls MPI's blocking collectives, which have lower latency, under a watchdog deadline).
+  virtual void all_reduce(void* data, size_t count, DType dtype, ReduceOp op = ReduceOp::kSum) {
     all_reduce_async(data, count, dtype, op)->wait();
   }
   void all_reduce(float* data, size_t count, ReduceOp op = ReduceOp::kSum) {
     all_reduce(data, count, DType::kF32, op);
   }
-  void reduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype, ReduceOp op = ReduceOp::kSum) {
+  virtual void reduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype,
+                              ReduceOp op = ReduceOp::kSum) {
     reduce_scatter_async(send, recv, recv_count, dtype, op)->wait();
   }
-  void all_gather(const void* send, void* recv, size_t send_count, DType dtype) {
+  virtual void all_gather(const void* send, void* recv, size_t send_count, DType dtype) {
     all_gather_async(send, recv, send_count, dtype)->wait();
   }
-  void all_to_all_v(const void* send, const size_t* send_counts, const size_t* send_displs, void* recv,
-                    const size_t* recv_counts, const size_t* recv_displs, DType dtype) {
+  virtual void all_to_all_v(const void* send, const size_t* send_counts, const size_t* send_displs, void* recv,
+                            const size_t* recv_counts, const size_t* recv_displs, DType dtype) {
     all_to_all_v_async(send, send_counts, send_displs, recv, recv_counts, recv_displs, dtype)->wait();
   }
-  void broadcast(void* data, size_t count, DType dtype, int root) { broadcast_async(data, count, dtype, root)->wait(); }
-  void send(const void* data, size_t count, DType dtype, int dst, int tag) {
+  virtual void broadcast(void* data, size_t count, DType dtype, int root) {
+    broadcast_async(data, count, dtype, root)->wait();
+  }
+  virtual void send(const void* data, size_t count, DType dtype, int dst, int tag) {
     send_async(data, count, dtype, dst, tag)->wait();
   }
-  void recv(void* data, size_t count, DType dtype, int src, int tag) { recv_async(data, count, dtype, src, tag)->wait(); }
+  virtual void recv(void* data, size_t count, DType dtype, int src, int tag) {
+    recv_async(data, count, dtype, src, tag)->wait();
+  }
 
   CommStats& stats() { return stats_; }
   const CommStats& stats() const { return stats_; }

@@ -30,6 +30,16 @@ MpiCensus::~MpiCensus() {
 }
 
 void MpiCensus::serve(int64_t issued) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  serve_locked(issued);
+}
+
+void MpiCensus::try_serve(int64_t issued) {
+  std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+  if (lock.owns_lock()) serve_locked(issued);
+}
+
+void MpiCensus::serve_locked(int64_t issued) {
   while (true) {
     int flag = 0;
     MPI_Status status;
@@ -43,6 +53,7 @@ void MpiCensus::serve(int64_t issued) {
 }
 
 std::vector<int> MpiCensus::find_missing(int64_t seq, int64_t issued, double grace_seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
   query_payload_.assign(size_, seq);
   query_requests_.assign(size_, MPI_REQUEST_NULL);
   for (int r = 0; r < size_; ++r)
@@ -53,7 +64,7 @@ std::vector<int> MpiCensus::find_missing(int64_t seq, int64_t issued, double gra
   int answered = 1;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_seconds);
   while (answered < size_ && std::chrono::steady_clock::now() < deadline) {
-    serve(issued);  // others may be running their own census right now
+    serve_locked(issued);  // others may be running their own census right now
     int flag = 0;
     MPI_Status status;
     MPI_Iprobe(MPI_ANY_SOURCE, kAnswerTag, comm_, &flag, &status);

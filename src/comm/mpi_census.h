@@ -13,12 +13,14 @@
 //   collective timeout: all_reduce on group tp[dp=0,ep=0,pp=0] (world ranks 0,1,2,3) waited 30.0 s; missing rank(s): 2 (world)
 // and calls MPI_Abort(MPI_COMM_WORLD, 3), so the job exits non-zero instead of hanging.
 //
-// Thread safety: used only by the thread that issues operations on the owning communicator.
+// Thread safety: the issuing thread (in wait loops) and the watchdog thread (while the issuing thread
+// is blocked in MPI) may both serve; one mutex serialises them.
 #pragma once
 
 #include <mpi.h>
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -35,12 +37,17 @@ class MpiCensus {
   // Answers pending queries with `issued` (collectives this rank has started on the group). Cheap
   // when there are none: one MPI_Iprobe.
   void serve(int64_t issued);
+  // serve() unless another thread is using the census right now (the watchdog's form).
+  void try_serve(int64_t issued);
 
   // Runs the protocol for the collective with sequence number `seq` (1-based) and returns the
   // group ranks that are missing. Blocks for at most `grace_seconds`.
   std::vector<int> find_missing(int64_t seq, int64_t issued, double grace_seconds);
 
  private:
+  void serve_locked(int64_t issued);
+
+  std::mutex mutex_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;

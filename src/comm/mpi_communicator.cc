@@ -1,4 +1,5 @@
-// comm/mpi_communicator.cc — Communicator over non-blocking MPI, with deadlines and a progress thread.
+// comm/mpi_communicator.cc — Communicator over MPI: non-blocking operations with deadlines and a progress
+// thread; blocking ones through MPI's blocking calls under the watchdog.
 #include "comm/mpi_communicator.h"
 
 #include <sched.h>
@@ -17,16 +18,19 @@ namespace moe4d {
 
 using Clock = std::chrono::steady_clock;
 
+// How often a waiting rank answers census queries (and the watchdog checks blocking calls).
+constexpr auto kCensusServeInterval = std::chrono::milliseconds(10);
+
 struct MpiCommunicator::Shared {
-  explicit Shared(const MpiOptions& options) : options(options), engine(options.progress_poll_interval) {}
+  explicit Shared(const MpiOptions& options)
+      : options(options), engine(options.progress_poll_interval), watchdog(kCensusServeInterval) {}
   MpiOptions options;
   MpiReduceOps ops;
-  MpiProgressEngine engine;  // declared last: its thread stops first
+  MpiProgressEngine engine;  // threads stop in reverse order of declaration
+  MpiWatchdog watchdog;
 };
 
 namespace {
-
-constexpr auto kCensusServeInterval = std::chrono::milliseconds(10);
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -106,7 +110,7 @@ class MpiWork final : public Work {
         std::this_thread::sleep_for(std::chrono::microseconds(20));
       }
       if (now >= next_serve) {
-        comm_->census_->serve(comm_->issued_);
+        comm_->census_->serve(comm_->issued_.load());
         next_serve = now + kCensusServeInterval;
         if (now >= deadline) comm_->on_timeout(label_, seq_, peer_, seconds_between(entered, now));
       }
@@ -159,9 +163,11 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name, const CommOpti
   MPI_Group_free(&group);
   MPI_Group_free(&world_group);
   census_ = std::make_unique<MpiCensus>(comm_);
+  shared_->watchdog.add(this);
 }
 
 MpiCommunicator::~MpiCommunicator() {
+  shared_->watchdog.remove(this);
   census_.reset();
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -197,7 +203,7 @@ void MpiCommunicator::on_timeout(const char* label, int64_t seq, int peer, doubl
   if (peer >= 0) {
     missing_world.push_back(world_ranks_[peer]);  // point-to-point: the partner is the one missing
   } else {
-    for (int r : census_->find_missing(seq, issued_, census_grace_seconds(options_.timeout_seconds)))
+    for (int r : census_->find_missing(seq, issued_.load(), census_grace_seconds(options_.timeout_seconds)))
       missing_world.push_back(world_ranks_[r]);
   }
   abort_on_collective_timeout(label, name_, world_ranks_, waited, missing_world);
@@ -291,6 +297,106 @@ void MpiCommunicator::barrier() {
   MPI_Request request;
   check(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier");
   make_work(CommOp::kBarrier, "barrier", 0, request, next_seq(), -1)->wait();
+}
+
+template <typename Call>
+void MpiCommunicator::run_blocking(CommOp op, const char* label, size_t bytes, int peer, Call&& call) {
+  stats_[op].calls += 1;
+  stats_[op].bytes += static_cast<int64_t>(bytes);
+  blocked_label_.store(label, std::memory_order_relaxed);
+  blocked_seq_.store(peer < 0 ? next_seq() : 0, std::memory_order_relaxed);
+  blocked_peer_.store(peer, std::memory_order_relaxed);
+  const Clock::time_point start = Clock::now();
+  blocked_since_ns_.store(start.time_since_epoch().count(), std::memory_order_release);
+  call();
+  blocked_since_ns_.store(0, std::memory_order_release);
+  const Clock::time_point end = Clock::now();
+  stats_[op].exposed_seconds += seconds_between(start, end);
+  Clock::time_point& frontier = busy_frontier_[static_cast<int>(op)];
+  stats_[op].busy_seconds += seconds_between(std::max(start, frontier), end);
+  frontier = end;
+}
+
+void MpiCommunicator::watchdog_poll(Clock::time_point now) {
+  const int64_t since_ns = blocked_since_ns_.load(std::memory_order_acquire);
+  if (since_ns == 0) return;
+  // Blocked in MPI: answer other members' census queries for this group, and enforce the deadline.
+  census_->try_serve(issued_.load());
+  const double waited = seconds_between(Clock::time_point(Clock::duration(since_ns)), now);
+  if (waited > options_.timeout_seconds)
+    on_timeout(blocked_label_.load(), blocked_seq_.load(), blocked_peer_.load(), waited);
+}
+
+void MpiCommunicator::all_reduce(void* data, size_t count, DType dtype, ReduceOp op) {
+  const int n = to_count(count, "all_reduce");
+  run_blocking(CommOp::kAllReduce, "all_reduce", count * dtype_size(dtype), -1, [&] {
+    check(MPI_Allreduce(MPI_IN_PLACE, data, n, MpiReduceOps::datatype(dtype), shared_->ops.op(op, dtype), comm_),
+          "MPI_Allreduce");
+  });
+}
+
+void MpiCommunicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype, ReduceOp op) {
+  const int n = to_count(recv_count, "reduce_scatter");
+  to_count(recv_count * size_, "reduce_scatter");
+  const void* source = send == recv ? MPI_IN_PLACE : send;
+  run_blocking(CommOp::kReduceScatter, "reduce_scatter", recv_count * size_ * dtype_size(dtype), -1, [&] {
+    check(MPI_Reduce_scatter_block(source, recv, n, MpiReduceOps::datatype(dtype), shared_->ops.op(op, dtype), comm_),
+          "MPI_Reduce_scatter_block");
+  });
+}
+
+void MpiCommunicator::all_gather(const void* send, void* recv, size_t send_count, DType dtype) {
+  const int n = to_count(send_count, "all_gather");
+  to_count(send_count * size_, "all_gather");
+  const size_t bytes = send_count * dtype_size(dtype);
+  const void* source = send == static_cast<char*>(recv) + rank_ * bytes ? MPI_IN_PLACE : send;
+  const MPI_Datatype type = MpiReduceOps::datatype(dtype);
+  run_blocking(CommOp::kAllGather, "all_gather", bytes, -1,
+               [&] { check(MPI_Allgather(source, n, type, recv, n, type, comm_), "MPI_Allgather"); });
+}
+
+void MpiCommunicator::all_to_all_v(const void* send, const size_t* send_counts, const size_t* send_displs, void* recv,
+                                   const size_t* recv_counts, const size_t* recv_displs, DType dtype) {
+  std::vector<int> arrays(4 * static_cast<size_t>(size_));
+  size_t sent = 0;
+  for (int r = 0; r < size_; ++r) {
+    arrays[r] = to_count(send_counts[r], "all_to_all_v");
+    arrays[size_ + r] = to_count(send_displs[r], "all_to_all_v");
+    arrays[2 * size_ + r] = to_count(recv_counts[r], "all_to_all_v");
+    arrays[3 * size_ + r] = to_count(recv_displs[r], "all_to_all_v");
+    sent += send_counts[r];
+  }
+  const MPI_Datatype type = MpiReduceOps::datatype(dtype);
+  run_blocking(CommOp::kAllToAllV, "all_to_all_v", sent * dtype_size(dtype), -1, [&] {
+    check(MPI_Alltoallv(send, arrays.data(), arrays.data() + size_, type, recv, arrays.data() + 2 * size_,
+                        arrays.data() + 3 * size_, type, comm_),
+          "MPI_Alltoallv");
+  });
+}
+
+void MpiCommunicator::broadcast(void* data, size_t count, DType dtype, int root) {
+  if (root < 0 || root >= size_)
+    fail("mpi backend: broadcast on group {} from root {}; expected a group rank in [0, {})", name_, root, size_);
+  const int n = to_count(count, "broadcast");
+  run_blocking(CommOp::kBroadcast, "broadcast", rank_ == root ? count * dtype_size(dtype) : 0, -1,
+               [&] { check(MPI_Bcast(data, n, MpiReduceOps::datatype(dtype), root, comm_), "MPI_Bcast"); });
+}
+
+void MpiCommunicator::send(const void* data, size_t count, DType dtype, int dst, int tag) {
+  if (dst < 0 || dst >= size_ || dst == rank_)
+    fail("mpi backend: send on group {} to rank {}; expected another group rank in [0, {})", name_, dst, size_);
+  const int n = to_count(count, "send");
+  run_blocking(CommOp::kSendRecv, "send", count * dtype_size(dtype), dst,
+               [&] { check(MPI_Send(data, n, MpiReduceOps::datatype(dtype), dst, tag, comm_), "MPI_Send"); });
+}
+
+void MpiCommunicator::recv(void* data, size_t count, DType dtype, int src, int tag) {
+  if (src < 0 || src >= size_ || src == rank_)
+    fail("mpi backend: recv on group {} from rank {}; expected another group rank in [0, {})", name_, src, size_);
+  const int n = to_count(count, "recv");
+  run_blocking(CommOp::kSendRecv, "recv", 0, src, [&] {
+    check(MPI_Recv(data, n, MpiReduceOps::datatype(dtype), src, tag, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
+  });
 }
 
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, const std::string& name) {

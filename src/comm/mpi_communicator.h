@@ -25,6 +25,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -32,6 +33,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/mpi_watchdog.h"
 #include "comm/mpi_tuning.h"
 
 namespace moe4d {
@@ -49,7 +51,7 @@ class MpiReduceOps;
 class MpiProgressEngine;
 class MpiCensus;
 
-class MpiCommunicator final : public Communicator {
+class MpiCommunicator final : public Communicator, private MpiWatchdog::Client {
  public:
   // Wraps a dup of MPI_COMM_WORLD, named "world". Collective over all processes.
   static std::unique_ptr<MpiCommunicator> world(const CommOptions& options = {}, const MpiOptions& mpi = {});
@@ -72,6 +74,19 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<Work> send_async(const void* data, size_t count, DType dtype, int dst, int tag) override;
   std::unique_ptr<Work> recv_async(void* data, size_t count, DType dtype, int src, int tag) override;
   void barrier() override;
+
+  // Blocking forms: MPI's blocking calls (lower latency than the non-blocking ones), with the
+  // deadline enforced by the watchdog thread (comm/mpi_watchdog.h).
+  using Communicator::all_reduce;
+  void all_reduce(void* data, size_t count, DType dtype, ReduceOp op = ReduceOp::kSum) override;
+  void reduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype,
+                      ReduceOp op = ReduceOp::kSum) override;
+  void all_gather(const void* send, void* recv, size_t send_count, DType dtype) override;
+  void all_to_all_v(const void* send, const size_t* send_counts, const size_t* send_displs, void* recv,
+                    const size_t* recv_counts, const size_t* recv_displs, DType dtype) override;
+  void broadcast(void* data, size_t count, DType dtype, int root) override;
+  void send(const void* data, size_t count, DType dtype, int dst, int tag) override;
+  void recv(void* data, size_t count, DType dtype, int src, int tag) override;
 
   // A negative color returns nullptr on that rank (MPI_UNDEFINED). The child inherits the options
   // and shares the progress thread. Guarded by the deadline: every member must arrive.
@@ -96,7 +111,11 @@ class MpiCommunicator final : public Communicator {
   // Wraps a started request into a Work; `seq` > 0 for collectives (their census sequence number).
   std::unique_ptr<Work> make_work(CommOp op, const char* label, size_t bytes, MPI_Request request, int64_t seq,
                                   int peer, std::vector<int> owned_arrays = {});
-  int64_t next_seq() { return ++issued_; }
+  int64_t next_seq() { return issued_.fetch_add(1) + 1; }
+  // Runs a blocking MPI call, publishing to the watchdog that this thread is inside it.
+  template <typename Call>
+  void run_blocking(CommOp op, const char* label, size_t bytes, int peer, Call&& call);
+  void watchdog_poll(std::chrono::steady_clock::time_point now) override;
   void check(int rc, const char* call) const;
   int to_count(size_t count, const char* op) const;
   [[noreturn]] void on_timeout(const char* label, int64_t seq, int peer, double waited);
@@ -109,7 +128,12 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0;
   int size_ = 1;
   std::vector<int> world_ranks_;
-  int64_t issued_ = 0;  // collectives started on this group (the census sequence)
+  std::atomic<int64_t> issued_{0};  // collectives started on this group (the census sequence)
+  // What the issuing thread is blocked in (read by the watchdog thread): since = 0 when not blocked.
+  std::atomic<int64_t> blocked_since_ns_{0};
+  std::atomic<const char*> blocked_label_{""};
+  std::atomic<int64_t> blocked_seq_{0};
+  std::atomic<int> blocked_peer_{-1};
   // Per CommOp: the latest completion already counted as busy, so that operations in flight at the
   // same time count their common wall time once.
   std::chrono::steady_clock::time_point busy_frontier_[static_cast<int>(CommOp::kCount)] = {};

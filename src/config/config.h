@@ -98,6 +98,9 @@ struct TrainConfig {
   uint64_t seed = 1234;
   Precision precision = Precision::kFP32;
   LossScaleConfig loss_scale;
+  // Consecutive steps with a non-finite loss (or non-finite gradients that loss scaling cannot
+  // absorb) after which the run stops with a diagnosis of the first non-finite tensor.
+  int max_nonfinite_steps = 3;
   GradCompression grad_compression = GradCompression::kNone;
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   int freeze_steps = 0;    // 1-bit Adam warm-up steps

@@ -375,6 +375,7 @@ void read_train(Section& s, TrainConfig& t) {
   loss_scale.read("factor", t.loss_scale.factor);
   loss_scale.read("window", t.loss_scale.window);
   loss_scale.read("hysteresis", t.loss_scale.hysteresis);
+  s.read("max_nonfinite_steps", t.max_nonfinite_steps);
   s.read_enum("grad_compression", kGradCompressionNames, t.grad_compression);
   s.read_enum("optimizer", kOptimizerNames, t.optimizer);
   s.read("freeze_steps", t.freeze_steps);
@@ -478,6 +479,7 @@ void validate(const Config& c, const ConfigReader& r) {
   r.require(t.loss_scale.factor > 1, "train.loss_scale.factor", "a number > 1", str(t.loss_scale.factor));
   positive("train.loss_scale.window", t.loss_scale.window);
   positive("train.loss_scale.hysteresis", t.loss_scale.hysteresis);
+  positive("train.max_nonfinite_steps", t.max_nonfinite_steps);
   non_negative("train.freeze_steps", t.freeze_steps);
   positive("train.log_interval", t.log_interval);
   non_negative("train.eval_interval", t.eval_interval);
@@ -547,8 +549,8 @@ Config parse_config(const std::string& yaml_text, const std::string& source_name
 
   Section train = top.section(
       "train", {"global_batch_size", "steps", "lr", "min_lr", "warmup_steps", "weight_decay", "grad_clip", "beta1",
-                "beta2", "eps", "seed", "precision", "loss_scale", "grad_compression", "optimizer", "freeze_steps",
-                "log_interval", "eval_interval", "eval_batches", "metrics_file"});
+                "beta2", "eps", "seed", "precision", "loss_scale", "max_nonfinite_steps", "grad_compression",
+                "optimizer", "freeze_steps", "log_interval", "eval_interval", "eval_batches", "metrics_file"});
   read_train(train, config.train);
 
   Section data = top.section("data", {"train", "valid", "tokenizer"});
@@ -615,6 +617,7 @@ std::string config_to_yaml(const Config& c) {
   put("initial", t.loss_scale.initial)("factor", t.loss_scale.factor)("window", t.loss_scale.window);
   put("hysteresis", t.loss_scale.hysteresis);
   out << YAML::EndMap;
+  put("max_nonfinite_steps", t.max_nonfinite_steps);
   put("grad_compression", name_of(kGradCompressionNames, t.grad_compression));
   put("optimizer", name_of(kOptimizerNames, t.optimizer))("freeze_steps", t.freeze_steps);
   put("log_interval", t.log_interval)("eval_interval", t.eval_interval)("eval_batches", t.eval_batches);

@@ -3,10 +3,10 @@
 #include <fmt/format.h>
 
 #include "kernels/attention.h"
-#include "kernels/gemm.h"
 #include "kernels/optimizer_kernels.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
+#include "model/block_matmul.h"
 #include "model/param_store.h"
 
 namespace moe4d {
@@ -18,6 +18,8 @@ struct AttentionSaved {
   float* probs;  // [B, local_heads, S, S]; null under selective recompute
   float* attn;   // [T, local_d]
 };
+constexpr GemmLabels kQkvLabels{"attention input (attn_norm output)", "attention q/k/v projection"};
+constexpr GemmLabels kOutLabels{"attention core output", "attention output"};
 }  // namespace
 
 AttentionBlock::AttentionBlock(int layer, const ModelConfig& model, const ParallelContext& pc, ParamStore& params)
@@ -49,11 +51,11 @@ void* AttentionBlock::forward(const float* x_in, float* x_out, BlockContext& ctx
   float* probs = s->probs ? s->probs : ctx.scratch.alloc_f32(probs_size);
 
   rmsnorm_forward(s->xn, s->rstd, x_in, ctx.params.value(norm_id_), T, d);
-  matmul_forward(s->qkv, s->xn, ctx.params.value(qkv_id_), T, d, 3 * ld);
+  block_matmul_forward(ctx, {.labels = kQkvLabels, .weight_id = qkv_id_}, s->qkv, s->xn, T, d, 3 * ld);
   rope_forward(s->qkv, ctx.rope, ctx.batch, local_heads_);
   attention_forward(s->attn, probs, s->qkv, ctx.batch, ctx.seq, local_heads_, head_dim_);
   // Row-parallel W_o: each TP rank produces a partial sum of the output.
-  matmul_forward(x_out, s->attn, ctx.params.value(out_id_), T, ld, d);
+  block_matmul_forward(ctx, {.labels = kOutLabels, .weight_id = out_id_}, x_out, s->attn, T, ld, d);
   if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(x_out, size_t(T) * d);
   axpy(x_out, x_in, 1.0f, int64_t(T) * d);
   return s;
@@ -70,13 +72,13 @@ void AttentionBlock::backward(float* dx, const float* x_in, const void* saved, B
     probs = p;
   }
   float* dattn = ctx.scratch.alloc_f32(size_t(T) * ld);
-  matmul_backward(dattn, ctx.params.grad(out_id_), dx, s->attn, ctx.params.value(out_id_), T, ld, d, false);
+  block_matmul_backward(ctx, {.labels = kOutLabels, .weight_id = out_id_}, dattn, dx, s->attn, T, ld, d, false);
   float* dqkv = ctx.scratch.alloc_f32(size_t(T) * 3 * ld);
   float* att_scratch = ctx.scratch.alloc_f32(size_t(ctx.seq) * ctx.seq);
   attention_backward(dqkv, att_scratch, dattn, s->qkv, probs, ctx.batch, ctx.seq, local_heads_, head_dim_);
   rope_backward(dqkv, ctx.rope, ctx.batch, local_heads_);
   float* dxn = ctx.scratch.alloc_f32(size_t(T) * d);
-  matmul_backward(dxn, ctx.params.grad(qkv_id_), dqkv, s->xn, ctx.params.value(qkv_id_), T, d, 3 * ld, false);
+  block_matmul_backward(ctx, {.labels = kQkvLabels, .weight_id = qkv_id_}, dxn, dqkv, s->xn, T, d, 3 * ld, false);
   // Column-parallel W_qkv: the input gradient is a partial sum over TP ranks.
   if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(dxn, size_t(T) * d);
   rmsnorm_backward(dx, ctx.params.grad(norm_id_), dxn, x_in, ctx.params.value(norm_id_), s->rstd, T, d);

@@ -4,6 +4,9 @@
 // forward saves what backward needs in `saved` (the micro-batch's arena, alive until its backward);
 // temporaries go to `scratch`, which the caller resets after each block call. Gradients of the
 // block's parameters are accumulated into the ParamStore (they sum over micro-batches).
+//
+// Precision: the blocks' weight GEMMs run in the precision `numerics` says (model/block_matmul.h,
+// docs/precision.md); norms, softmax, router, loss and the residual stream are always fp32.
 #pragma once
 
 #include <vector>
@@ -15,7 +18,15 @@
 namespace moe4d {
 
 class ParamStore;
+class PrecisionGemm;
+class TensorInspector;
 struct RopeTable;
+
+// How the blocks compute their GEMMs. The default is the fp32 reference path with nothing watching.
+struct BlockNumerics {
+  PrecisionGemm* gemm = nullptr;         // null: fp32 (OpenBLAS); else its type's 16-bit GEMMs (borrowed)
+  TensorInspector* inspector = nullptr;  // null: none; else sees every block GEMM tensor (borrowed)
+};
 
 // Per-MoE-layer routing statistics of one micro-batch, summed over micro-batches of a step.
 struct MoeLayerStats {
@@ -38,10 +49,12 @@ struct BlockContext {
   int batch = 0;   // sequences in this micro-batch (on this data replica)
   int seq = 0;
   // Weight of this micro-batch's loss in the step objective: the objective is the mean over all
-  // micro-batches of all data replicas, so grad_scale = 1 / (data_replicas * micro_batch_num).
+  // micro-batches of all data replicas, so grad_scale = 1 / (data_replicas * micro_batch_num),
+  // times the loss scale under fp16 dynamic loss scaling (train/loss_scaler.h).
   float grad_scale = 1.0f;
   RecomputeGranularity recompute = RecomputeGranularity::kNone;
   std::vector<MoeLayerStats>* moe_stats = nullptr;  // null: don't record (evaluation)
+  BlockNumerics numerics;  // set by the step executor from the training precision
 
   int tokens() const { return batch * seq; }
 };

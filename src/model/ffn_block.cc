@@ -4,10 +4,10 @@
 
 #include <fmt/format.h>
 
-#include "kernels/gemm.h"
 #include "kernels/optimizer_kernels.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/swiglu.h"
+#include "model/block_matmul.h"
 #include "model/param_store.h"
 
 namespace moe4d {
@@ -19,6 +19,9 @@ struct FfnSaved {
   float* h3;    // [T, f_local]  xn W3
   float* g;     // [T, f_local]  silu(h1) * h3; null under selective recompute
 };
+constexpr GemmLabels kW1Labels{"ffn input (ffn_norm output)", "ffn w1 projection"};
+constexpr GemmLabels kW3Labels{"ffn input (ffn_norm output)", "ffn w3 projection"};
+constexpr GemmLabels kW2Labels{"ffn swiglu output", "ffn output"};
 }  // namespace
 
 FfnBlock::FfnBlock(int layer, const ModelConfig& model, const ParallelContext& pc, ParamStore& params)
@@ -48,10 +51,10 @@ void* FfnBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
   float* g = s->g ? s->g : ctx.scratch.alloc_f32(size_t(T) * f);
 
   rmsnorm_forward(s->xn, s->rstd, x_in, ctx.params.value(norm_id_), T, d);
-  matmul_forward(s->h1, s->xn, ctx.params.value(w1_id_), T, d, f);
-  matmul_forward(s->h3, s->xn, ctx.params.value(w3_id_), T, d, f);
+  block_matmul_forward(ctx, {.labels = kW1Labels, .weight_id = w1_id_}, s->h1, s->xn, T, d, f);
+  block_matmul_forward(ctx, {.labels = kW3Labels, .weight_id = w3_id_}, s->h3, s->xn, T, d, f);
   swiglu_forward(g, s->h1, s->h3, int64_t(T) * f);
-  matmul_forward(x_out, g, ctx.params.value(w2_id_), T, f, d);
+  block_matmul_forward(ctx, {.labels = kW2Labels, .weight_id = w2_id_}, x_out, g, T, f, d);
   if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(x_out, size_t(T) * d);
   axpy(x_out, x_in, 1.0f, int64_t(T) * d);
   return s;
@@ -67,13 +70,13 @@ void FfnBlock::backward(float* dx, const float* x_in, const void* saved, BlockCo
     g = rebuilt;
   }
   float* dg = ctx.scratch.alloc_f32(size_t(T) * f);
-  matmul_backward(dg, ctx.params.grad(w2_id_), dx, g, ctx.params.value(w2_id_), T, f, d, false);
+  block_matmul_backward(ctx, {.labels = kW2Labels, .weight_id = w2_id_}, dg, dx, g, T, f, d, false);
   float* dh1 = ctx.scratch.alloc_f32(size_t(T) * f);
   float* dh3 = ctx.scratch.alloc_f32(size_t(T) * f);
   swiglu_backward(dh1, dh3, dg, s->h1, s->h3, int64_t(T) * f);
   float* dxn = ctx.scratch.alloc_f32(size_t(T) * d);
-  matmul_backward(dxn, ctx.params.grad(w1_id_), dh1, s->xn, ctx.params.value(w1_id_), T, d, f, false);
-  matmul_backward(dxn, ctx.params.grad(w3_id_), dh3, s->xn, ctx.params.value(w3_id_), T, d, f, true);
+  block_matmul_backward(ctx, {.labels = kW1Labels, .weight_id = w1_id_}, dxn, dh1, s->xn, T, d, f, false);
+  block_matmul_backward(ctx, {.labels = kW3Labels, .weight_id = w3_id_}, dxn, dh3, s->xn, T, d, f, true);
   if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(dxn, size_t(T) * d);
   rmsnorm_backward(dx, ctx.params.grad(norm_id_), dxn, x_in, ctx.params.value(norm_id_), s->rstd, T, d);
 }

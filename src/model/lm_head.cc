@@ -5,8 +5,8 @@
 
 #include "kernels/cross_entropy.h"
 #include "kernels/embedding.h"
-#include "kernels/gemm.h"
 #include "kernels/rmsnorm.h"
+#include "model/block_matmul.h"
 #include "model/param_store.h"
 
 namespace moe4d {
@@ -18,6 +18,7 @@ struct HeadSaved {
   float* max;     // [T] global row max
   float* sumexp;  // [T] global sum of exp(logit - max)
 };
+constexpr GemmLabels kHeadLabels{"final_norm output", "logits"};
 }  // namespace
 
 TokenEmbedding::TokenEmbedding(const ModelConfig& model, const ParallelContext& pc, ParamStore& params,
@@ -58,11 +59,10 @@ LmHead::LmHead(const ModelConfig& model, const ParallelContext& pc, ParamStore& 
 }
 
 void LmHead::project(const float* xn, float* logits, int rows, BlockContext& ctx) const {
-  const float* w = ctx.params.value(head_id_);
-  if (tied_)  // logits = xn @ embed_shard^T, embed_shard [vocab_local, d]
-    gemm(false, true, rows, vocab_local_, hidden_, 1.0f, xn, hidden_, w, hidden_, 0.0f, logits, vocab_local_);
-  else
-    matmul_forward(logits, xn, w, rows, hidden_, vocab_local_);
+  // Tied: logits = xn @ embed_shard^T, embed_shard [vocab_local, d]. The logits stay fp32 accumulations
+  // in every precision: the cross-entropy reads them in fp32 (docs/precision.md).
+  block_matmul_forward(ctx, {.labels = kHeadLabels, .weight_id = head_id_, .weight_transposed = tied_}, logits, xn,
+                       rows, hidden_, vocab_local_, /*round_output=*/false);
 }
 
 void* LmHead::forward(const float* x, const int* targets, BlockContext& ctx, HeadOutput* out) const {
@@ -109,15 +109,9 @@ void LmHead::backward(float* dx, const float* x, const int* targets, const void*
   ce_backward(s->logits, s->logits, s->max, s->sumexp, targets, ctx.grad_scale / T, T, V, vocab_start_);
   const float* dlogits = s->logits;
   float* dxn = ctx.scratch.alloc_f32(size_t(T) * d);
-  float* w = ctx.params.value(head_id_);
-  float* dw = ctx.params.grad(head_id_);
-  if (tied_) {
-    // logits = xn W^T with W [V, d]: dxn = dlogits W, dW += dlogits^T xn.
-    gemm(false, false, T, d, V, 1.0f, dlogits, V, w, d, 0.0f, dxn, d);
-    gemm(true, false, V, d, T, 1.0f, dlogits, V, s->xn, d, 1.0f, dw, d);
-  } else {
-    matmul_backward(dxn, dw, dlogits, s->xn, w, T, d, V, false);
-  }
+  // Tied: logits = xn W^T with W [V, d]: dxn = dlogits W, dW += dlogits^T xn.
+  block_matmul_backward(ctx, {.labels = kHeadLabels, .weight_id = head_id_, .weight_transposed = tied_}, dxn, dlogits,
+                        s->xn, T, d, V, false);
   if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(dxn, size_t(T) * d);
   std::memset(dx, 0, sizeof(float) * size_t(T) * d);
   rmsnorm_backward(dx, ctx.params.grad(norm_id_), dxn, x, ctx.params.value(norm_id_), s->rstd, T, d);

@@ -9,12 +9,12 @@
 
 #include <fmt/format.h>
 
-#include "kernels/gemm.h"
 #include "kernels/moe_dispatch.h"
 #include "kernels/optimizer_kernels.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/router.h"
 #include "kernels/swiglu.h"
+#include "model/block_matmul.h"
 #include "model/param_store.h"
 
 namespace moe4d {
@@ -36,6 +36,10 @@ struct MoeSaved {
   float* y;            // [rows, d] expert outputs back at their source positions (TP partial sums)
   ExpertExchangePlan plan;
 };
+constexpr GemmLabels kRouterLabels{"moe input (ffn_norm output)", "router logits"};
+constexpr GemmLabels kW1Labels{"expert input", "expert w1 projection"};
+constexpr GemmLabels kW3Labels{"expert input", "expert w3 projection"};
+constexpr GemmLabels kW2Labels{"expert swiglu output", "expert output"};
 }  // namespace
 
 MoeBlock::MoeBlock(int layer, const ModelConfig& model, ParallelContext& pc, ParamStore& params)
@@ -76,30 +80,32 @@ int MoeBlock::capacity(int tokens) const {
 void MoeBlock::experts_forward(const ExchangeSlice& slice, const float* xr, float* h1, float* h3, float* g,
                                float* yr, BlockContext& ctx) const {
   const int d = hidden_, f = local_ffn_;
-  const size_t wsize = size_t(d) * f;
+  const int first_expert = ctx.pc.coord.ep * local_experts_;
   for (int e = 0; e < local_experts_; ++e) {
     const int begin = slice.expert_begin[e], n = slice.expert_end[e] - begin;
     if (n == 0) continue;
     const size_t rf = size_t(begin) * f, rd = size_t(begin) * d;
-    matmul_forward(h1 + rf, xr + rd, ctx.params.value(w1_id_) + e * wsize, n, d, f);
-    matmul_forward(h3 + rf, xr + rd, ctx.params.value(w3_id_) + e * wsize, n, d, f);
+    const int global = first_expert + e;
+    block_matmul_forward(ctx, {kW1Labels, w1_id_, e, global}, h1 + rf, xr + rd, n, d, f);
+    block_matmul_forward(ctx, {kW3Labels, w3_id_, e, global}, h3 + rf, xr + rd, n, d, f);
     swiglu_forward(g + rf, h1 + rf, h3 + rf, int64_t(n) * f);
-    matmul_forward(yr + rd, g + rf, ctx.params.value(w2_id_) + e * wsize, n, f, d);
+    block_matmul_forward(ctx, {kW2Labels, w2_id_, e, global}, yr + rd, g + rf, n, f, d);
   }
 }
 
 void MoeBlock::experts_backward_inputs(const ExchangeSlice& slice, const float* dyr, const float* h1, const float* h3,
                                        float* dg, float* dh1, float* dh3, float* dxr, BlockContext& ctx) const {
   const int d = hidden_, f = local_ffn_;
-  const size_t wsize = size_t(d) * f;
+  const int first_expert = ctx.pc.coord.ep * local_experts_;
   for (int e = 0; e < local_experts_; ++e) {
     const int begin = slice.expert_begin[e], n = slice.expert_end[e] - begin;
     if (n == 0) continue;
     const size_t rf = size_t(begin) * f, rd = size_t(begin) * d;
-    matmul_backward(dg + rf, nullptr, dyr + rd, nullptr, ctx.params.value(w2_id_) + e * wsize, n, f, d, false);
+    const int global = first_expert + e;
+    block_matmul_backward(ctx, {kW2Labels, w2_id_, e, global}, dg + rf, dyr + rd, nullptr, n, f, d, false);
     swiglu_backward(dh1 + rf, dh3 + rf, dg + rf, h1 + rf, h3 + rf, int64_t(n) * f);
-    matmul_backward(dxr + rd, nullptr, dh1 + rf, nullptr, ctx.params.value(w1_id_) + e * wsize, n, d, f, false);
-    matmul_backward(dxr + rd, nullptr, dh3 + rf, nullptr, ctx.params.value(w3_id_) + e * wsize, n, d, f, true);
+    block_matmul_backward(ctx, {kW1Labels, w1_id_, e, global}, dxr + rd, dh1 + rf, nullptr, n, d, f, false);
+    block_matmul_backward(ctx, {kW3Labels, w3_id_, e, global}, dxr + rd, dh3 + rf, nullptr, n, d, f, true);
   }
 }
 
@@ -107,14 +113,15 @@ void MoeBlock::experts_backward_weights(const ExpertExchangePlan& plan, const fl
                                         const float* dyr, const float* dh1, const float* dh3,
                                         BlockContext& ctx) const {
   const int d = hidden_, f = local_ffn_;
-  const size_t wsize = size_t(d) * f;
+  const int first_expert = ctx.pc.coord.ep * local_experts_;
   for (int e = 0; e < local_experts_; ++e) {
     const int begin = plan.expert_offsets[e], n = plan.expert_offsets[e + 1] - begin;
     if (n == 0) continue;
     const size_t rf = size_t(begin) * f, rd = size_t(begin) * d;
-    matmul_backward(nullptr, ctx.params.grad(w2_id_) + e * wsize, dyr + rd, g + rf, nullptr, n, f, d, false);
-    matmul_backward(nullptr, ctx.params.grad(w1_id_) + e * wsize, dh1 + rf, xr + rd, nullptr, n, d, f, false);
-    matmul_backward(nullptr, ctx.params.grad(w3_id_) + e * wsize, dh3 + rf, xr + rd, nullptr, n, d, f, false);
+    const int global = first_expert + e;
+    block_matmul_backward(ctx, {kW2Labels, w2_id_, e, global}, nullptr, dyr + rd, g + rf, n, f, d, false);
+    block_matmul_backward(ctx, {kW1Labels, w1_id_, e, global}, nullptr, dh1 + rf, xr + rd, n, d, f, false);
+    block_matmul_backward(ctx, {kW3Labels, w3_id_, e, global}, nullptr, dh3 + rf, xr + rd, n, d, f, false);
   }
 }
 
@@ -134,7 +141,9 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
 
   rmsnorm_forward(s->xn, s->rstd, x_in, ctx.params.value(norm_id_), T, d);
   float* logits = ctx.scratch.alloc_f32(size_t(T) * E);
-  matmul_forward(logits, s->xn, ctx.params.value(router_id_), T, d, E);
+  // The router stays fp32 whatever the training precision (design.md §2).
+  block_matmul_forward(ctx, {.labels = kRouterLabels, .weight_id = router_id_, .keep_fp32 = true}, logits, s->xn, T, d,
+                       E);
   const bool use_bias = std::any_of(router_bias_.begin(), router_bias_.end(), [](float b) { return b != 0.0f; });
   router_forward(s->probs, s->lse, s->topk_idx, s->topk_w, logits, use_bias ? router_bias_.data() : nullptr, T, E, k);
   router_expert_counts(s->counts, s->topk_idx, T, E, k);
@@ -242,7 +251,8 @@ void MoeBlock::backward(float* dx, const float* x_in, const void* saved, BlockCo
   float* dlogits = ctx.scratch.alloc_f32(size_t(T) * E);
   router_backward(dlogits, dtopk_w, s->probs, s->lse, s->topk_idx, s->topk_w, s->counts, T, E, k,
                   aux_coeff_ * ctx.grad_scale, z_coeff_ * ctx.grad_scale);
-  matmul_backward(dxn, ctx.params.grad(router_id_), dlogits, s->xn, ctx.params.value(router_id_), T, d, E, true);
+  block_matmul_backward(ctx, {.labels = kRouterLabels, .weight_id = router_id_, .keep_fp32 = true}, dxn, dlogits,
+                        s->xn, T, d, E, true);
   rmsnorm_backward(dx, ctx.params.grad(norm_id_), dxn, x_in, ctx.params.value(norm_id_), s->rstd, T, d);
 }
 

@@ -69,13 +69,18 @@ void Transformer::run_forward(const ChunkSpec& spec, const int* tokens, const in
   state.targets = targets;
 
   state.residual[0] = state.arena.alloc_f32(width);
+  const int head = model_.num_layers;
   if (spec.has_embedding) {
+    enter(-1, n > 0 ? spec.first_layer : (spec.has_head ? head : LayerHooks::kNoLayer));
     embedding_->forward(tokens, state.residual[0], ctx);
+    leave(-1, false);
   } else {
     std::memcpy(state.residual[0], x_in, sizeof(float) * width);
   }
   for (int i = 0; i < n; ++i) {
     const Layer& layer = *layers_[layer_index_[spec.first_layer + i]];
+    enter(spec.first_layer + i,
+          i + 1 < n ? spec.first_layer + i + 1 : (spec.has_head ? head : LayerHooks::kNoLayer));
     // Full recompute keeps only each layer's input: everything else of the layer is scratch.
     float* mid = full_recompute ? ctx.scratch.alloc_f32(width) : state.arena.alloc_f32(width);
     state.residual[i + 1] = state.arena.alloc_f32(width);
@@ -83,11 +88,14 @@ void Transformer::run_forward(const ChunkSpec& spec, const int* tokens, const in
                   ctx);
     if (!full_recompute) state.mid[i] = mid;
     ctx.scratch.reset();
+    leave(spec.first_layer + i, false);
   }
   if (spec.has_head) {
     MOE4D_CHECK(targets != nullptr);
+    enter(head, LayerHooks::kNoLayer);
     state.head_saved = head_->forward(state.residual[n], targets, ctx, head_out);
     ctx.scratch.reset();
+    leave(head, false);
   }
 }
 
@@ -98,7 +106,9 @@ void Transformer::logits_at(const int* tokens, int position, float* out, MicroBa
   ChunkSpec body = chunks_[0];
   body.has_head = false;
   run_forward(body, tokens, nullptr, nullptr, state, ctx, nullptr);
+  enter(model_.num_layers, LayerHooks::kNoLayer);
   head_->logits_at(state.residual.back(), position, out, ctx);
+  leave(model_.num_layers, false);
   ctx.scratch.reset();
   state.arena.reset();
 }
@@ -109,9 +119,12 @@ void Transformer::backward(int c, const float* dx_out, float* dx_in, MicroBatchS
   const int n = spec.num_layers;
   const size_t width = size_t(ctx.tokens()) * model_.hidden_size;
   float* dx = state.arena.alloc_f32(width);
+  const int after_last = spec.has_embedding ? -1 : LayerHooks::kNoLayer;  // what backward visits last
   if (spec.has_head) {
+    enter(model_.num_layers, n > 0 ? spec.first_layer + n - 1 : after_last);
     head_->backward(dx, state.residual[n], state.targets, state.head_saved, ctx);
     ctx.scratch.reset();
+    leave(model_.num_layers, true);
     if (on_ready) on_ready(model_.num_layers);
   } else {
     std::memcpy(dx, dx_out, sizeof(float) * width);
@@ -121,10 +134,12 @@ void Transformer::backward(int c, const float* dx_out, float* dx_in, MicroBatchS
     void* attn_saved = state.attn_saved[i];
     void* ffn_saved = state.ffn_saved[i];
     const float* mid = state.mid[i];
+    enter(spec.first_layer + i, i > 0 ? spec.first_layer + i - 1 : after_last);
     if (ctx.recompute == RecomputeGranularity::kFull) {
       // Rebuild this layer's activations from its saved input (in scratch), then run its backward.
       BlockContext again{ctx.pc, ctx.params, ctx.model, ctx.rope, ctx.scratch, ctx.scratch, ctx.batch, ctx.seq,
                          ctx.grad_scale, RecomputeGranularity::kNone, nullptr};
+      again.numerics = ctx.numerics;  // rebuilt in the precision the forward used
       float* rebuilt_mid = ctx.scratch.alloc_f32(width);
       float* rebuilt_out = ctx.scratch.alloc_f32(width);
       layer_forward(layer, state.residual[i], rebuilt_mid, rebuilt_out, &attn_saved, &ffn_saved, again);
@@ -133,10 +148,13 @@ void Transformer::backward(int c, const float* dx_out, float* dx_in, MicroBatchS
     std::visit([&](const auto& block) { block.backward(dx, mid, ffn_saved, ctx); }, layer.ffn);
     layer.attn.backward(dx, state.residual[i], attn_saved, ctx);
     ctx.scratch.reset();
+    leave(spec.first_layer + i, true);
     if (on_ready) on_ready(spec.first_layer + i);
   }
   if (spec.has_embedding) {
+    enter(-1, LayerHooks::kNoLayer);
     embedding_->backward(state.tokens, dx, ctx);
+    leave(-1, true);
     if (on_ready) on_ready(-1);
   } else {
     std::memcpy(dx_in, dx, sizeof(float) * width);

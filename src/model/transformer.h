@@ -16,6 +16,7 @@
 #include "kernels/rope.h"
 #include "model/attention_block.h"
 #include "model/ffn_block.h"
+#include "model/layer_hooks.h"
 #include "model/lm_head.h"
 #include "model/moe_block.h"
 
@@ -53,6 +54,9 @@ class Transformer {
   const ChunkSpec& chunk(int c) const { return chunks_[c]; }
   const RopeTable& rope() const { return rope_; }
   std::vector<MoeBlock*> moe_blocks();
+  // Borrowed; null (the default) means no hooks. Called around every layer's forward, recomputation
+  // and backward (model/layer_hooks.h): ZeRO-3 parameter gathering, ZeRO-2/3 gradient reduction.
+  void set_layer_hooks(LayerHooks* hooks) { hooks_ = hooks; }
 
   // Runs micro-batch forward through chunk c. Input: `tokens` [T] if the chunk has the embedding, else
   // `x_in` [T, d] (the previous stage's output). Output: if the chunk has the head, adds the loss to
@@ -80,6 +84,12 @@ class Transformer {
                    MicroBatchState& state, BlockContext& ctx, HeadOutput* head_out) const;
   void layer_forward(const Layer& layer, const float* x_in, float* x_mid, float* x_out, void** attn_saved,
                      void** ffn_saved, BlockContext& ctx) const;
+  void enter(int layer, int next) const {
+    if (hooks_) hooks_->before_layer(layer, next);
+  }
+  void leave(int layer, bool backward) const {
+    if (hooks_) hooks_->after_layer(layer, backward);
+  }
 
   const ModelConfig& model_;
   std::vector<ChunkSpec> chunks_;
@@ -89,6 +99,7 @@ class Transformer {
   std::unique_ptr<TokenEmbedding> embedding_;
   std::unique_ptr<TokenEmbedding> tied_copy_;   // last stage's copy of a tied table (pipeline only)
   std::unique_ptr<LmHead> head_;
+  LayerHooks* hooks_ = nullptr;
 };
 
 }  // namespace moe4d

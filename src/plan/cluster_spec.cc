@@ -57,7 +57,11 @@ void ClusterSpec::validate(const std::string& source) const {
   if (device.memory_bandwidth <= 0) fail("{}: device.memory_bandwidth_gbps must be positive", source);
   for (int p = 0; p < kNumPrecisions; ++p) {
     const char* name = precision_name(static_cast<Precision>(p));
-    if (device.peak_flops[p] <= 0) fail("{}: device.peak_tflops.{} must be positive", source, name);
+    // fp32 is required; a 16-bit precision the device cannot run has peak 0 (and no curve).
+    if (p == 0 ? device.peak_flops[p] <= 0 : device.peak_flops[p] < 0)
+      fail("{}: device.peak_tflops.{} must be positive", source, name);
+    if (device.peak_flops[p] == 0 && !device.gemm_efficiency[p].empty())
+      fail("{}: device.gemm_efficiency.{} is given, but device.peak_tflops.{} is not", source, name, name);
     const std::vector<EfficiencyPoint>& curve = device.gemm_efficiency[p];
     for (size_t i = 0; i < curve.size(); ++i) {
       if (curve[i].size <= 0) fail("{}: device.gemm_efficiency.{}[{}]: size must be positive", source, name, i);
@@ -84,9 +88,14 @@ void ClusterSpec::validate(const std::string& source) const {
         if (table[i].ranks < 2) fail("{}: collectives.{}.{}[{}]: ranks must be >= 2", source, where, coll, i);
         if (table[i].latency < 0 || table[i].bus_bandwidth <= 0)
           fail("{}: collectives.{}.{}[{}]: latency must be >= 0 and bus bandwidth positive", source, where, coll, i);
-        if (i > 0 && table[i].ranks <= table[i - 1].ranks)
+        if (table[i].min_bytes < 0)
+          fail("{}: collectives.{}.{}[{}]: min_bytes must not be negative", source, where, coll, i);
+        if (i > 0 && table[i].ranks < table[i - 1].ranks)
           fail("{}: collectives.{}.{}: ranks must increase, got {} after {}", source, where, coll, table[i].ranks,
                table[i - 1].ranks);
+        if (i > 0 && table[i].ranks == table[i - 1].ranks && table[i].min_bytes <= table[i - 1].min_bytes)
+          fail("{}: collectives.{}.{}: the size regimes of {} ranks must have increasing min_bytes, got {} after {}",
+               source, where, coll, table[i].ranks, table[i].min_bytes, table[i - 1].min_bytes);
       }
     }
   }

@@ -39,17 +39,21 @@ struct EfficiencyPoint {
 // One measured collective: time(bytes) = latency + factor(n) * bytes / bus_bandwidth, where factor
 // is the nccl-tests bus factor of the collective (all-reduce 2(n-1)/n, reduce-scatter, all-gather
 // and all-to-all (n-1)/n, send/recv 1) and bytes is the full buffer (all-to-all: one rank's send
-// buffer; reduce-scatter: the unsharded input).
+// buffer; reduce-scatter: the unsharded input). A group size may have several samples for size
+// regimes (like NCCL's protocols, or a CPU's messages that stop fitting in cache): each holds from
+// its min_bytes up to the next sample's; buffers below the first regime use the first.
 struct CollectiveSample {
   int ranks = 0;
   double latency = 0;        // seconds
   double bus_bandwidth = 0;  // bytes/s
+  double min_bytes = 0;      // smallest buffer of this regime
 };
 
 struct DeviceSpec {
   std::string name;
   double memory_bytes = 0;
-  std::array<double, kNumPrecisions> peak_flops{};  // FLOP/s by precision
+  // FLOP/s by precision; fp32 is always positive, 0 for a 16-bit precision the device cannot run.
+  std::array<double, kNumPrecisions> peak_flops{};
   double memory_bandwidth = 0;                      // bytes/s
   // Efficiency curve per precision, sorted by size; an empty curve uses default_gemm_efficiency().
   std::array<std::vector<EfficiencyPoint>, kNumPrecisions> gemm_efficiency;
@@ -77,7 +81,7 @@ struct ClusterSpec {
   // Memory kept free on every device (runtime context, allocator fragmentation), as a fraction of
   // device memory; the planner admits a layout only if its parts fit in the rest.
   double memory_reserve_fraction = 0.05;
-  // Measured collectives by [tier][collective], each sorted by ranks; empty: use the link model.
+  // Measured collectives by [tier][collective], sorted by ranks, then min_bytes; empty: use the link model.
   std::array<std::array<std::vector<CollectiveSample>, kNumCollectives>, 2> measured;
 
   int device_count() const { return nodes * devices_per_node; }

@@ -30,7 +30,8 @@ std::vector<EfficiencyPoint> read_curve(const YAML::Node& node, const std::strin
 
 std::vector<CollectiveSample> read_samples(const YAML::Node& node, const std::string& path, const std::string& source) {
   if (!node.IsSequence())
-    fail("{}: {}: expected a list of {{ranks, latency_us, bus_bandwidth_gbps}}", YamlMap::location(node, source), path);
+    fail("{}: {}: expected a list of {{ranks, latency_us, bus_bandwidth_gbps[, min_bytes]}}", YamlMap::location(node, source),
+         path);
   std::vector<CollectiveSample> samples;
   for (size_t i = 0; i < node.size(); ++i) {
     YamlMap entry(node[i], fmt::format("{}[{}]", path, i), source);
@@ -38,6 +39,7 @@ std::vector<CollectiveSample> read_samples(const YAML::Node& node, const std::st
     s.ranks = static_cast<int>(entry.integer("ranks"));
     s.latency = entry.number("latency_us") * kUs;
     s.bus_bandwidth = entry.number("bus_bandwidth_gbps") * kGB;
+    s.min_bytes = entry.number_or("min_bytes", 0);
     entry.finish();
     samples.push_back(s);
   }
@@ -61,8 +63,15 @@ ClusterSpec parse_cluster_yaml(const std::string& yaml_text, const std::string& 
   c.device.memory_bytes = device.number("memory_gib") * kGiB;
   c.device.memory_bandwidth = device.number("memory_bandwidth_gbps") * kGB;
   YamlMap peak = device.map("peak_tflops");
-  for (int p = 0; p < kNumPrecisions; ++p)
-    c.device.peak_flops[p] = peak.number(precision_name(static_cast<Precision>(p))) * kTFLOPS;
+  // fp32 is required; bf16 / fp16 are absent on a machine without a 16-bit GEMM (moe4d bench omits them).
+  c.device.peak_flops[0] = peak.number(precision_name(Precision::kFP32)) * kTFLOPS;
+  for (int p = 1; p < kNumPrecisions; ++p) {
+    const char* key = precision_name(static_cast<Precision>(p));
+    if (peak.has(key)) {
+      c.device.peak_flops[p] = peak.number(key) * kTFLOPS;
+      if (c.device.peak_flops[p] <= 0) fail("{}: device.peak_tflops.{} must be positive (omit it when the device has no {} GEMM)", source, key, key);
+    }
+  }
   peak.finish();
   if (device.has("gemm_efficiency")) {
     YamlMap curves = device.map("gemm_efficiency");
@@ -131,7 +140,8 @@ std::string cluster_to_yaml(const ClusterSpec& c) {
   out << YAML::Key << "memory_bandwidth_gbps" << YAML::Value << num(c.device.memory_bandwidth / kGB);
   out << YAML::Key << "peak_tflops" << YAML::Value << YAML::Flow << YAML::BeginMap;
   for (int p = 0; p < kNumPrecisions; ++p)
-    out << YAML::Key << precision_name(static_cast<Precision>(p)) << YAML::Value << num(c.device.peak_flops[p] / kTFLOPS);
+    if (p == 0 || c.device.peak_flops[p] > 0)
+      out << YAML::Key << precision_name(static_cast<Precision>(p)) << YAML::Value << num(c.device.peak_flops[p] / kTFLOPS);
   out << YAML::EndMap;
   bool any_curve = false;
   for (const auto& curve : c.device.gemm_efficiency) any_curve = any_curve || !curve.empty();
@@ -173,6 +183,7 @@ std::string cluster_to_yaml(const ClusterSpec& c) {
         for (const CollectiveSample& s : table) {
           out << YAML::Flow << YAML::BeginMap;
           out << YAML::Key << "ranks" << YAML::Value << s.ranks;
+          if (s.min_bytes > 0) out << YAML::Key << "min_bytes" << YAML::Value << num(s.min_bytes);
           out << YAML::Key << "latency_us" << YAML::Value << num(s.latency / kUs);
           out << YAML::Key << "bus_bandwidth_gbps" << YAML::Value << num(s.bus_bandwidth / kGB);
           out << YAML::EndMap;

@@ -12,7 +12,7 @@
 //     name: "..."                           # optional
 //     memory_gib: 11
 //     memory_bandwidth_gbps: 20             # GB/s = 1e9 bytes/s
-//     peak_tflops: {fp32: 0.1, bf16: 0.2, fp16: 0.2}
+//     peak_tflops: {fp32: 0.1, bf16: 0.2, fp16: 0.2}   # bf16 / fp16 optional: absent = no such GEMM
 //     gemm_efficiency:                      # optional per precision: [size, efficiency] pairs,
 //       fp32: [[64, 0.3], [512, 0.8]]       # size = cbrt(M*N*K), increasing
 //   intra_node: {kind: full_mesh|switch, bandwidth_gbps: 2.0, latency_us: 1.0}
@@ -20,6 +20,8 @@
 //   collectives:                            # optional, measured by `moe4d bench`
 //     intra_node:                           # or inter_node (one rank per node)
 //       all_reduce: [{ranks: 2, latency_us: 6.0, bus_bandwidth_gbps: 2.0}, ...]
+//       # several entries of one group size are size regimes: min_bytes (optional, default 0) is the
+//       # smallest buffer an entry holds for, e.g. {ranks: 2, min_bytes: 8388608, ...} for >= 8 MiB
 //       # also reduce_scatter, all_gather, all_to_all, send_recv
 //
 // Unknown keys and wrong types are errors naming the file, line and key path. Pure functions.

@@ -42,24 +42,34 @@ double bus_factor(Collective collective, int n) {
 
 namespace {
 
-// Measured time at group size n: latency and bus bandwidth interpolated linearly between the
-// neighbouring samples (clamped at the ends of the table).
+// The regime of group size `ranks` that holds for `bytes`: the last with min_bytes <= bytes (the
+// first when bytes is below them all). `begin` is the first sample of that group size.
+const CollectiveSample& regime(const std::vector<CollectiveSample>& table, size_t begin, double bytes) {
+  size_t pick = begin;
+  for (size_t i = begin; i < table.size() && table[i].ranks == table[begin].ranks; ++i)
+    if (table[i].min_bytes <= bytes) pick = i;
+  return table[pick];
+}
+
+// Measured time at group size n: each neighbouring measured group size's regime for `bytes`, latency
+// and bus bandwidth interpolated linearly in n between them (clamped at the ends of the table).
 double measured_seconds(const std::vector<CollectiveSample>& table, Collective collective, int n, double bytes) {
-  const CollectiveSample* lo = &table.front();
-  const CollectiveSample* hi = &table.back();
+  size_t lo = 0, hi = 0;  // first samples of the bracketing group sizes
   for (size_t i = 0; i < table.size(); ++i) {
-    if (table[i].ranks <= n) lo = &table[i];
+    if (i > 0 && table[i].ranks == table[i - 1].ranks) continue;
+    if (table[i].ranks <= n) lo = hi = i;
     if (table[i].ranks >= n) {
-      hi = &table[i];
+      hi = i;
       break;
     }
   }
-  if (n <= table.front().ranks) lo = hi = &table.front();
-  if (n >= table.back().ranks) lo = hi = &table.back();
+  if (n <= table.front().ranks) lo = hi = 0;
+  const CollectiveSample& a = regime(table, lo, bytes);
+  const CollectiveSample& b = regime(table, hi, bytes);
   double w = 0;
-  if (hi->ranks != lo->ranks) w = static_cast<double>(n - lo->ranks) / (hi->ranks - lo->ranks);
-  const double latency = lo->latency + w * (hi->latency - lo->latency);
-  const double bus = lo->bus_bandwidth + w * (hi->bus_bandwidth - lo->bus_bandwidth);
+  if (b.ranks != a.ranks) w = static_cast<double>(n - a.ranks) / (b.ranks - a.ranks);
+  const double latency = a.latency + w * (b.latency - a.latency);
+  const double bus = a.bus_bandwidth + w * (b.bus_bandwidth - a.bus_bandwidth);
   return latency + bus_factor(collective, n) * bytes / bus;
 }
 

@@ -13,8 +13,9 @@
 // bound by each device's NIC: all-reduce takes the better of a flat ring over the NICs and the
 // hierarchical form; reduce-scatter/all-gather likewise (two-level); an all-to-all sends (g-1)/n of
 // its buffer over the intra-node link and (n-g)/n over the NIC at the same time. Measured tables in
-// the cluster (moe4d bench) replace the link formulas for the tiers and collectives they cover,
-// interpolated linearly in n. Pure functions.
+// the cluster (moe4d bench) replace the link formulas for the tiers and collectives they cover: each
+// measured group size contributes its size regime for the buffer (CollectiveSample::min_bytes), and
+// latency and bus bandwidth are interpolated linearly in n. Pure functions.
 #pragma once
 
 #include "plan/cluster_spec.h"

@@ -1,6 +1,7 @@
 // plan/compute_model.cc — GEMM lists per layer and their times.
 #include "plan/compute_model.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "plan/memory_model.h"
@@ -33,12 +34,16 @@ LayerCompute layer_compute(const ModelConfig& model, const TrainingSetup& setup,
     return seconds;
   };
   add(tokens, 3 * d / t, d, 1);                                   // qkv
-  out.attention_scores_time = add(s, s, hd, b * heads);           // q k^T
-  add(s, hd, s, b * heads);                                       // probs v
+  // Causal attention per (sequence, head) in query blocks: block [r0, r1) only meets keys [0, r1).
+  for (double r0 = 0; r0 < s; r0 += kCausalBlock) {
+    const double r1 = std::min(s, r0 + kCausalBlock);
+    out.attention_scores_time += add(r1 - r0, r1, hd, b * heads);  // q k^T
+    out.attention_scores_time += add(r1 - r0, hd, r1, b * heads);  // probs v
+  }
   add(tokens, d, d / t, 1);                                       // W_o
   if (moe_layer) {
     const double e_local = model.moe.num_experts / static_cast<double>(layout.ep);
-    const double rows = routed_rows(model, tokens) / e_local;  // per local expert
+    const double rows = device_routed_rows(model, setup, layout, tokens) / e_local;  // per local expert
     add(tokens, model.moe.num_experts, d, 1);                      // router
     out.expert_time = add(rows, f / t, d, 2 * e_local)             // W1, W3
                       + add(rows, d, f / t, e_local);              // W2

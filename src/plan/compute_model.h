@@ -2,7 +2,10 @@
 //
 // Every matrix product of the reference model is listed with its per-device shape (after TP/EP
 // sharding) and timed as 2 M N K / (peak(precision) * efficiency(cbrt(M N K))), the efficiency
-// curve coming from the cluster (measured by `moe4d bench` or the preset's). Element-wise work
+// curve coming from the cluster (measured by `moe4d bench` or the preset's). Causal attention is
+// timed as the runtime computes it (kernels/attention.cc, like flash-attention kernels): per
+// sequence and head, query rows in blocks of kCausalBlock, block [r0, r1) multiplying only keys
+// [0, r1) — the masked upper triangle is skipped, not computed and zeroed. Element-wise work
 // (norms, RoPE, softmax, SiLU, residual adds) is memory-bound: it reads and writes about twice the
 // layer's activations, at the device's memory bandwidth. Backward costs twice the forward (one
 // GEMM for the input gradient, one for the weight gradient). Pure functions.
@@ -14,6 +17,9 @@
 #include "plan/training_setup.h"
 
 namespace moe4d {
+
+// Query rows per block of the causal attention GEMMs (kernels/attention.cc kBlock).
+inline constexpr double kCausalBlock = 64;
 
 // Seconds for `count` GEMMs [m,k] x [k,n].
 double gemm_seconds(const ClusterSpec& cluster, Precision precision, double m, double n, double k, double count = 1);
@@ -27,7 +33,9 @@ struct PassCompute {
 
 struct LayerCompute {
   PassCompute forward;               // one micro-batch, one device
-  double attention_scores_time = 0;  // QK^T GEMMs + softmax: what selective recompute repeats
+  // Core attention (QK^T, softmax, PV): what selective recompute repeats (the runtime, like
+  // Megatron's selective recompute, reruns the whole attention kernel to rebuild the probabilities).
+  double attention_scores_time = 0;
   double gated_time = 0;             // SiLU * gate products: also repeated by selective recompute
   double expert_time = 0;            // forward time of the expert GEMMs (what a chunked all-to-all hides behind)
 };

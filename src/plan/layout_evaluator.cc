@@ -113,7 +113,10 @@ TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place) {
   // Collectives of one micro-batch.
   const double tp_ar = collective_seconds(c, Collective::kAllReduce, place.tp, tokens * d * a);
   const double tp_small = collective_seconds(c, Collective::kAllReduce, place.tp, tokens * 4);
-  const double a2a = m.is_moe() ? collective_seconds(c, Collective::kAllToAll, place.ep, routed_rows(m, tokens) * d * a) : 0;
+  // The all-to-all ends when the busiest device has sent and received its rows.
+  const double a2a =
+      m.is_moe() ? collective_seconds(c, Collective::kAllToAll, place.ep, device_routed_rows(m, setup, l, tokens) * d * a)
+                 : 0;
   const double p2p = l.pp > 1 ? collective_seconds(c, Collective::kSendRecv, place.pp_hop, tokens * d * a) : 0;
   const double ep_fwd = 2 * a2a;  // dispatch + combine
   const double ep_fwd_exposed = exposed_behind(ep_fwd, moe.expert_time, chunks);

@@ -3,7 +3,7 @@
 // Step time (docs/planner.md §Time). For each pipeline stage s and one micro-batch:
 //   F_s = forward compute + TP all-reduces + exposed EP all-to-all (+ embedding / head work)
 //   B_s = 2 x forward compute + TP + exposed all-to-all + recompute (full: the forward again with
-//         its collectives; selective: QK^T + softmax + gated products)
+//         its collectives; selective: the core attention QK^T, softmax, PV + gated products)
 //   t_s = F_s + B_s + pipeline send/recv + exposed per-micro-batch ZeRO-2/3 traffic
 // The pipeline part is m * max t_s + (sum t_s - max t_s) / v (plan/schedule_model.h); then the
 // data-parallel gradient reduction that the backward of the last micro-batch could not hide

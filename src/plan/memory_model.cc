@@ -18,6 +18,10 @@ double routed_rows(const ModelConfig& m, double tokens) {
   return std::min(slots, e * capacity);
 }
 
+double device_routed_rows(const ModelConfig& m, const TrainingSetup& setup, const Layout& layout, double tokens) {
+  return routed_rows(m, tokens) * (layout.ep > 1 ? setup.expert_imbalance : 1.0);
+}
+
 LayerActivations layer_activations(const ModelConfig& m, const TrainingSetup& setup, const Layout& layout,
                                    bool moe_layer) {
   const double b = layout.micro_batch_size;
@@ -41,7 +45,7 @@ LayerActivations layer_activations(const ModelConfig& m, const TrainingSetup& se
   if (moe_layer) {
     const double e = m.moe.num_experts;
     const double k = m.moe.top_k;
-    const double rows = routed_rows(m, tokens);
+    const double rows = device_routed_rows(m, setup, layout, tokens);
     out.gated = rows * f / t * a;
     ffn = 2 * tokens * e * f32            // router logits and probabilities
           + tokens * k * (4 + f32)        // top-k indices and weights
@@ -109,7 +113,8 @@ MemoryBreakdown stage_memory(const ModelConfig& m, const TrainingSetup& setup, c
   const double tokens = static_cast<double>(layout.micro_batch_size) * setup.seq_length;
   const double a = setup.compute_bytes();
   if (layout.pp > 1) mem.comm_buffers += 2 * tokens * m.hidden_size * a;
-  if (layout.ep > 1 && params.moe_layers > 0) mem.comm_buffers += 2 * routed_rows(m, tokens) * m.hidden_size * a;
+  if (layout.ep > 1 && params.moe_layers > 0)
+    mem.comm_buffers += 2 * device_routed_rows(m, setup, layout, tokens) * m.hidden_size * a;
   const int buckets = std::max(1, setup.grad_buckets);
   const double local_params = params.dense + params.experts;
   if (z == 2) {

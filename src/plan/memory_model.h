@@ -54,6 +54,9 @@ struct MemoryBreakdown {
 // Rows of [*, d] that one device's experts process per micro-batch of `tokens` tokens: T * k under
 // balanced dropless routing; with capacity_factor cf at most E * ceil(T k cf / E).
 double routed_rows(const ModelConfig& model, double tokens);
+// The busiest device's rows: routed_rows times setup.expert_imbalance when experts are spread over
+// EP > 1 devices (with EP = 1 every device holds every expert and sees all T k rows).
+double device_routed_rows(const ModelConfig& model, const TrainingSetup& setup, const Layout& layout, double tokens);
 
 struct LayerActivations {
   double saved = 0;  // bytes kept for backward under the layout's recompute setting

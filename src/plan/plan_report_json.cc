@@ -46,7 +46,8 @@ nlohmann::json context_json(const PlanContext& ctx) {
           {"training",
            {{"global_batch", ctx.setup.global_batch},
             {"seq_length", ctx.setup.seq_length},
-            {"precision", precision_name(ctx.setup.precision)}}}};
+            {"precision", precision_name(ctx.setup.precision)},
+            {"expert_imbalance", ctx.setup.expert_imbalance}}}};
 }
 
 nlohmann::json evaluation_json(const PlanContext& ctx, const Evaluation& e) {

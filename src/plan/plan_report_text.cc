@@ -54,7 +54,11 @@ std::string format_context(const PlanContext& ctx) {
       model, c.name, c.device_count(), c.nodes, c.nodes == 1 ? "" : "s", c.devices_per_node,
       format_gib(c.device.memory_bytes), c.peak_flops(ctx.setup.precision) / 1e12, precision_name(ctx.setup.precision),
       ctx.setup.global_batch, ctx.setup.seq_length, ctx.setup.global_batch * ctx.setup.seq_length,
-      precision_name(ctx.setup.precision));
+      precision_name(ctx.setup.precision)) +
+         (ctx.setup.expert_imbalance > 1
+              ? fmt::format("routing: the busiest expert-parallel device gets {:.2f}x the balanced rows\n",
+                            ctx.setup.expert_imbalance)
+              : "");
 }
 
 std::string format_ranked_table(const PlanContext& ctx, const SearchResult& r) {

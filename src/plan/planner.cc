@@ -37,10 +37,21 @@ Resolved resolve(const PlanRequest& request) {
   if (request.global_batch) r.ctx.setup.global_batch = *request.global_batch;
   if (request.seq_length) r.ctx.setup.seq_length = *request.seq_length;
   if (request.precision) r.ctx.setup.precision = *request.precision;
+  if (request.expert_imbalance) {
+    if (!(*request.expert_imbalance >= 1))
+      fail("--expert-imbalance {}: expected the busiest device's routed rows over the balanced share, a number >= 1",
+           *request.expert_imbalance);
+    r.ctx.setup.expert_imbalance = *request.expert_imbalance;
+  }
   if (r.ctx.setup.global_batch <= 0) fail("--global-batch must be a positive number of sequences");
   if (r.ctx.setup.seq_length <= 0) fail("--seq-length must be a positive number of tokens");
   r.ctx.cluster = resolve_cluster(request.cluster);
   if (!request.devices.empty()) r.ctx.cluster = cluster_with_devices(r.ctx.cluster, request.devices.front());
+  const Precision precision = r.ctx.setup.precision;
+  if (r.ctx.cluster.peak_flops(precision) <= 0)
+    fail("cluster {} has no {} GEMM (device.peak_tflops.{} is absent); plan with --precision fp32 or a cluster "
+         "that has one",
+         r.ctx.cluster.name, precision_name(precision), precision_name(precision));
   return r;
 }
 

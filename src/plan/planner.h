@@ -30,6 +30,7 @@ struct PlanRequest {
   std::optional<int64_t> global_batch;
   std::optional<int> seq_length;
   std::optional<Precision> precision;
+  std::optional<double> expert_imbalance;  // TrainingSetup::expert_imbalance (>= 1)
   std::vector<int> devices;  // empty: the cluster's own device count
   std::string layout;        // "" (search), "config", or a --layout string
   int top = 10;

@@ -14,15 +14,18 @@ void check_training_support(const Config& c) {
   } catch (const Error& e) {
     fail("{}: {}", src, e.what());
   }
-  if (c.parallel.zero_stage != 0)
-    fail("{}: parallel_config.zero_stage {} is not supported by this build yet, expected 0", src,
-         c.parallel.zero_stage);
-  if (c.train.precision != Precision::kFP32)
-    fail("{}: train.precision bf16/fp16 is not supported by this build yet, expected fp32", src);
-  if (c.train.grad_compression != GradCompression::kNone)
-    fail("{}: train.grad_compression is not supported by this build yet, expected none", src);
-  if (c.train.optimizer != OptimizerKind::kAdamW)
-    fail("{}: train.optimizer onebit_adam is not supported by this build yet, expected adamw", src);
+  // ZeRO 0-3 and grad_compression none / bf16 / fp16 combine with every layout (docs/zero.md).
+  // 1-bit Adam averages the full momentum on every rank and needs a warm-up that fills v.
+  if (c.train.optimizer == OptimizerKind::kOneBitAdam) {
+    if (c.parallel.zero_stage != 0)
+      fail("{}: train.optimizer onebit_adam with parallel_config.zero_stage {}: 1-bit Adam compresses the full "
+           "momentum on every rank, expected zero_stage 0",
+           src, c.parallel.zero_stage);
+    if (c.train.freeze_steps < 1)
+      fail("{}: train.freeze_steps {} with train.optimizer onebit_adam, expected >= 1 full-precision Adam warm-up "
+           "steps (the frozen variance comes from them)",
+           src, c.train.freeze_steps);
+  }
 }
 
 }  // namespace moe4d

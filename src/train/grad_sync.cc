@@ -1,11 +1,54 @@
+// train/grad_sync.cc — bucketed all-reduce (ZeRO 0/1) and per-micro-batch reduce-scatter into
+// gradient shards (ZeRO 2/3), optionally in 16 bit (see the header).
 #include "train/grad_sync.h"
 
 #include <algorithm>
+#include <cstring>
+
+#include "comm/mpi_reduce_ops.h"
+#include "core/check.h"
+#include "kernels/optimizer_kernels.h"
+#include "train/tensor_gather.h"
+#include "train/zero_memory.h"
 
 namespace moe4d {
+namespace {
 
-GradSync::GradSync(ParamStore& params, ParallelContext& pc, int num_buckets, bool overlap, int num_layers)
-    : params_(params), pc_(pc), overlap_(overlap), num_layers_(num_layers), buckets_of_layer_(num_layers + 2) {
+void to_wire(const float* src, size_t count, size_t padded, DType wire, void* dst) {
+  if (wire == DType::kF32) {
+    std::memcpy(dst, src, count * sizeof(float));
+    std::memset(static_cast<float*>(dst) + count, 0, (padded - count) * sizeof(float));
+    return;
+  }
+  auto* out = static_cast<uint16_t*>(dst);
+  if (wire == DType::kBF16)
+    for (size_t i = 0; i < count; ++i) out[i] = float_to_bf16(src[i]);
+  else
+    for (size_t i = 0; i < count; ++i) out[i] = float_to_f16(src[i]);
+  std::memset(out + count, 0, (padded - count) * sizeof(uint16_t));
+}
+
+// dst[i] = (accumulate ? dst[i] : 0) + wire value i.
+void from_wire(const void* src, size_t count, DType wire, float* dst, bool accumulate) {
+  if (wire == DType::kF32) {
+    if (accumulate)
+      axpy(dst, static_cast<const float*>(src), 1.0f, int64_t(count));
+    else
+      std::memcpy(dst, src, count * sizeof(float));
+    return;
+  }
+  const auto* in = static_cast<const uint16_t*>(src);
+  for (size_t i = 0; i < count; ++i) {
+    const float v = wire == DType::kBF16 ? bf16_to_float(in[i]) : f16_to_float(in[i]);
+    dst[i] = accumulate ? dst[i] + v : v;
+  }
+}
+
+}  // namespace
+
+GradSync::GradSync(ParamStore& params, ParallelContext& pc, const ZeroLayout& layout, GradSyncOptions options)
+    : params_(params), pc_(pc), layout_(layout), options_(options) {
+  MOE4D_CHECK(options.zero_stage >= 0 && options.zero_stage <= 3);
   // The first stage always holds embed.weight, the last one only when the embedding is tied (its
   // copy): only then are there two gradients to sum. Only the last stage can tell, so it says.
   if (pc.embed) {
@@ -14,60 +57,200 @@ GradSync::GradSync(ParamStore& params, ParallelContext& pc, int num_buckets, boo
     pc.embed->all_reduce(&tied, 1, DType::kI32, ReduceOp::kMax);
     tied_embedding_ = tied != 0;
   }
-  for (ParamGroup group : {ParamGroup::kDense, ParamGroup::kExpert}) {
-    Communicator* comm = group == ParamGroup::kDense ? pc.dp_ep.get() : pc.dp.get();
-    const size_t total = params.flat_size(group);
-    if (comm->size() == 1 || total == 0) continue;
-    std::vector<int> ids;
-    for (int id = 0; id < params.size(); ++id)
-      if (params.info(id).group == group) ids.push_back(id);
-    // Cut at parameter boundaries into `num_buckets` runs of roughly total / num_buckets elements.
-    const size_t target = (total + num_buckets - 1) / num_buckets;
-    size_t begin = 0;
-    std::vector<int> layers;
-    for (size_t i = 0; i < ids.size(); ++i) {
-      const ParamInfo& info = params.info(ids[i]);
-      if (std::find(layers.begin(), layers.end(), info.layer) == layers.end()) layers.push_back(info.layer);
-      const bool last = i + 1 == ids.size();
-      const size_t end = last ? total : params.info(ids[i + 1]).offset;
-      if (end - begin >= target || last) {
-        Bucket b{comm, params.flat_grads(group) + begin, end - begin, layers};
-        for (int layer : layers) buckets_of_layer_[layer + 1].push_back(static_cast<int>(buckets_.size()));
-        buckets_.push_back(std::move(b));
-        begin = end;
-        layers.clear();
-      }
-    }
+  for (const ZeroBucket& b : layout.buckets()) {
+    MOE4D_CHECK_EQ(layout.ranks(b.group), comm_of(b.group)->size());
+    buckets_.push_back({&b, comm_of(b.group)});
+  }
+  if (sharded())
+    for (int g = 0; g < kNumParamGroups; ++g) shards_[g] = Buffer(layout.shard_size(ParamGroup(g)) * sizeof(float));
+}
+
+GradSync::~GradSync() = default;
+
+Communicator* GradSync::comm_of(ParamGroup g) const {
+  return g == ParamGroup::kDense ? pc_.dp_ep.get() : pc_.dp.get();
+}
+
+DType GradSync::wire_type() const {
+  switch (options_.compression) {
+    case GradCompression::kNone: return DType::kF32;
+    case GradCompression::kBF16: return DType::kBF16;
+    case GradCompression::kFP16: return DType::kF16;
+  }
+  return DType::kF32;
+}
+
+void GradSync::zero_grads() {
+  if (!sharded()) {
+    params_.zero_grads();
+    return;
+  }
+  for (int g = 0; g < kNumParamGroups; ++g) {
+    release_zeroed(params_.flat_grads(ParamGroup(g)), params_.flat_size(ParamGroup(g)));
+    if (shards_[g].bytes() > 0) std::memset(shards_[g].data(), 0, shards_[g].bytes());
   }
 }
 
 void GradSync::begin() {
   for (Bucket& b : buckets_) {
-    b.pending = static_cast<int>(b.layers.size());
-    b.work.reset();
+    b.pending = static_cast<int>(b.layout->layers.size());
+    b.launched = false;
   }
-}
-
-void GradSync::launch(Bucket& bucket) {
-  bucket.work = bucket.comm->all_reduce_async(bucket.data, bucket.count, DType::kF32, ReduceOp::kSum);
 }
 
 void GradSync::on_layer_ready(int layer) {
-  for (int index : buckets_of_layer_[layer + 1]) {
+  if (sharded() || !reduce_) return;
+  for (int index : layout_.buckets_of_layer(layer)) {
     Bucket& b = buckets_[index];
-    if (--b.pending == 0 && overlap_) launch(b);
+    if (--b.pending == 0 && options_.overlap) launch(index);
   }
 }
 
+void GradSync::on_layer_backward(int layer) {
+  if (!sharded()) return;
+  for (int index : layout_.buckets_of_layer(layer)) {
+    Bucket& b = buckets_[index];
+    if (--b.pending > 0) continue;
+    launch(index);
+    b.pending = static_cast<int>(b.layout->layers.size());  // the next micro-batch's turn
+    if (!options_.overlap)
+      while (!in_flight_.empty()) complete_oldest();
+  }
+}
+
+int GradSync::acquire_staging(size_t bytes) {
+  if (free_staging_.empty()) {
+    // Every staging buffer fits the largest bucket, so kMaxInFlight of them serve every bucket.
+    size_t largest = 0;
+    for (const ZeroBucket& b : layout_.buckets())
+      largest = std::max(largest, size_t(layout_.ranks(b.group)) * b.slice * dtype_size(wire_type()));
+    MOE4D_CHECK_LE(bytes, largest);
+    staging_.emplace_back(largest);
+    free_staging_.push_back(static_cast<int>(staging_.size()) - 1);
+  }
+  const int index = free_staging_.back();
+  free_staging_.pop_back();
+  return index;
+}
+
+void GradSync::note_transient() {
+  size_t bytes = 0;
+  for (const Buffer& s : staging_) bytes += s.bytes();
+  for (int g = 0; g < kNumParamGroups; ++g)
+    bytes += resident_bytes(params_.flat_grads(ParamGroup(g)), params_.flat_size(ParamGroup(g)) * sizeof(float));
+  peak_transient_ = std::max(peak_transient_, bytes);
+}
+
+void GradSync::launch(int index) {
+  Bucket& b = buckets_[index];
+  const ZeroBucket& z = *b.layout;
+  const int g = static_cast<int>(z.group);
+  b.launched = true;
+  float* flat = params_.flat_grads(z.group) + z.begin;
+  const int ranks = b.comm->size();
+  const DType wire = wire_type();
+  if (!sharded()) {
+    if (ranks == 1) return;
+    if (wire == DType::kF32) {
+      in_flight_.push_back({index, -1, b.comm->all_reduce_async(flat, z.numel(), DType::kF32, ReduceOp::kSum)});
+    } else {
+      auto staged = [&] {
+        return std::count_if(in_flight_.begin(), in_flight_.end(), [](const InFlight& f) { return f.staging >= 0; });
+      };
+      while (staged() >= kMaxInFlight) complete_oldest();
+      const int s = acquire_staging(z.numel() * dtype_size(wire));
+      to_wire(flat, z.numel(), z.numel(), wire, staging_[s].data());
+      in_flight_.push_back({index, s, b.comm->all_reduce_async(staging_[s].data(), z.numel(), wire, ReduceOp::kSum)});
+    }
+    payload_bytes_ += int64_t(z.numel() * dtype_size(wire));
+    return;
+  }
+  float* shard = shards_[g].f32() + z.shard_offset;
+  if (ranks == 1) {  // the slice is the whole bucket: accumulate locally
+    axpy(shard, flat, 1.0f, int64_t(z.numel()));
+    note_transient();
+    release_zeroed(flat, z.numel());
+    return;
+  }
+  while (in_flight_.size() >= size_t(kMaxInFlight)) complete_oldest();
+  const size_t padded = size_t(ranks) * z.slice;
+  const int s = acquire_staging(padded * dtype_size(wire));
+  to_wire(flat, z.numel(), padded, wire, staging_[s].data());
+  note_transient();
+  release_zeroed(flat, z.numel());
+  // In place: the input is the whole staging buffer, this rank's reduced slice lands at its start.
+  in_flight_.push_back(
+      {index, s, b.comm->reduce_scatter_async(staging_[s].data(), staging_[s].data(), z.slice, wire, ReduceOp::kSum)});
+  payload_bytes_ += int64_t(padded * dtype_size(wire));
+}
+
+void GradSync::complete_oldest() {
+  InFlight f = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  f.work->wait();
+  const ZeroBucket& z = *buckets_[f.bucket].layout;
+  const DType wire = wire_type();
+  if (sharded()) {
+    from_wire(staging_[f.staging].data(), z.slice, wire, shards_[int(z.group)].f32() + z.shard_offset, true);
+  } else if (f.staging >= 0) {
+    from_wire(staging_[f.staging].data(), z.numel(), wire, params_.flat_grads(z.group) + z.begin, false);
+  }
+  if (f.staging >= 0) free_staging_.push_back(f.staging);
+}
+
 void GradSync::finish() {
-  for (Bucket& b : buckets_) {
-    if (!b.work) launch(b);
+  if (!sharded() && reduce_) {
+    for (size_t i = 0; i < buckets_.size(); ++i)
+      if (!buckets_[i].launched) launch(static_cast<int>(i));
   }
-  for (Bucket& b : buckets_) b.work->wait();
-  if (tied_embedding_) {  // tied embedding split over the first and last pipeline stage
+  while (!in_flight_.empty()) complete_oldest();
+  if (sharded()) {
+    for (const Bucket& b : buckets_)
+      MOE4D_CHECK_MSG(b.pending == int(b.layout->layers.size()), "bucket [{}, {}) was not reported complete",
+                      b.layout->begin, b.layout->end);
+  }
+  if (!tied_embedding_) return;  // tied embedding split over the first and last pipeline stage
+  if (sharded()) {
+    for (const Bucket& b : buckets_)
+      if (b.layout->embedding_table)
+        pc_.embed->all_reduce(shards_[int(b.layout->group)].f32() + b.layout->shard_offset, b.layout->slice);
+    return;
+  }
+  for (int id = 0; id < params_.size(); ++id)
+    if (params_.info(id).name == "embed.weight") pc_.embed->all_reduce(params_.grad(id), params_.info(id).numel());
+}
+
+double GradSync::grad_sum_squares(bool local_estimates) {
+  auto countable = [&](const ParamInfo& info) {
+    return !info.is_tied_copy && !(info.tp_replicated && pc_.coord.tp != 0);
+  };
+  double sum = 0;
+  if (local_estimates) {
+    MOE4D_CHECK(!sharded());
+    for (int id = 0; id < params_.size(); ++id) {
+      const ParamInfo& info = params_.info(id);
+      if (countable(info)) sum += layout_.ranks(info.group) * sum_squares(params_.grad(id), info.numel());
+    }
+    return sum;
+  }
+  if (options_.zero_stage == 0) {
     for (int id = 0; id < params_.size(); ++id)
-      if (params_.info(id).name == "embed.weight") pc_.embed->all_reduce(params_.grad(id), params_.info(id).numel());
+      if (is_canonical_copy(params_.info(id), pc_.coord)) sum += sum_squares(params_.grad(id), params_.info(id).numel());
+    return sum;
   }
+  // Slices partition each group's buffer over its data-parallel ranks: every element once.
+  for (const ShardPiece& p : layout_.pieces()) {
+    if (!countable(params_.info(p.param))) continue;
+    const float* data = sharded() ? shards_[int(p.group)].f32() + p.shard_offset
+                                  : params_.flat_grads(p.group) + p.flat_begin;
+    sum += sum_squares(data, int64_t(p.count));
+  }
+  return sum;
+}
+
+size_t GradSync::held_bytes() const {
+  if (!sharded()) return params_.total_numel() * sizeof(float);
+  return shards_[0].bytes() + shards_[1].bytes();
 }
 
 }  // namespace moe4d

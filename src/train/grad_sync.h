@@ -1,60 +1,130 @@
-// train/grad_sync.h — data-parallel gradient synchronisation in fused buckets, overlapped with backward.
+// train/grad_sync.h — data-parallel gradient synchronisation in fused buckets, overlapped with
+// backward, for every ZeRO stage (docs/zero.md).
 //
 // Gradients of dense parameters are summed over the DP x EP group, those of expert parameters over
 // the DP group (design.md §3); each micro-batch loss is already scaled by 1 / (replicas x micro-batches)
-// so the sum is the mean gradient. `gradient_aggregation_group` is the NUMBER of buckets per parameter
-// group (not a size): each group's flat gradient buffer is cut at parameter boundaries into that many
-// contiguous buckets of roughly equal bytes. During the last micro-batch's backward the model reports
-// each layer whose gradients are final; a bucket is all-reduced asynchronously as soon as all its
-// layers are final, so its communication overlaps the backward of earlier layers. With overlap off,
-// all buckets are launched after backward. Launch order is the same on every rank (it follows the
-// layer order), as MPI requires.
+// so the sum is the mean gradient. The buckets are the ZeroLayout's (train/zero_layout.h).
 //
-// With tied embeddings split over pipeline stages, the two copies' gradients are also summed over the
-// `embed` group (first and last stage). The constructor is collective over `embed` (the last stage
-// tells the first whether the table is tied).
+// zero_stage 0 / 1: the full gradients accumulate over the micro-batches in the ParamStore; during
+// the last micro-batch's backward the executor reports each layer whose gradients are final, and a
+// bucket is all-reduced asynchronously as soon as all its layers are (overlap), or after backward.
+// zero_stage 2 / 3: every micro-batch's backward reports its layers through the Transformer's layer
+// hooks (on_layer_backward); a finished bucket is copied to a staging buffer, its range of the flat
+// gradient buffer is released (zeroed, pages returned: train/zero_memory.h) and the staging buffer
+// is reduce-scattered; this rank's slice is added to its fp32 gradient shard. So a rank holds the
+// shard (P elements) plus the buckets in progress, and moves micro_batch_num x (ranks-1)/ranks x F
+// elements per step instead of one all-reduce's 2 (ranks-1)/ranks x F. At most kMaxInFlight staged
+// reductions are outstanding (the oldest is completed first, in launch order, so the shard sums in
+// the same order on every run).
+//
+// grad_compression bf16 / fp16: the reduction moves 16-bit values (each pairwise combine of the MPI
+// operator widens to fp32 and rounds back: comm/mpi_reduce_ops.h) and the result lands in fp32.
+// 1-bit Adam's compression stage (set_data_parallel(false)): gradients stay local; the optimizer
+// reduces its momentum instead.
+//
+// With tied embeddings split over pipeline stages, the two copies' gradients are also summed over
+// the `embed` group (first and last stage) — on the full gradients (0 / 1) or on the shards (2 / 3,
+// where both copies are a bucket of their own with identical slices). The constructor is collective
+// over `embed` (the last stage tells the first whether the table is tied).
+//
+// Launch order is the same on every rank of a group (it follows the layer order), as MPI requires.
+// Threading: the trainer's thread only.
 #pragma once
 
+#include <cstdint>
+#include <deque>
 #include <memory>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "config/config.h"
 #include "model/param_store.h"
 #include "parallel/parallel_context.h"
+#include "train/zero_layout.h"
 
 namespace moe4d {
 
+struct GradSyncOptions {
+  int zero_stage = 0;
+  GradCompression compression = GradCompression::kNone;
+  bool overlap = true;  // launch bucket reductions during backward
+};
+
 class GradSync {
  public:
-  GradSync(ParamStore& params, ParallelContext& pc, int num_buckets, bool overlap, int num_layers);
+  static constexpr int kMaxInFlight = 2;  // staged reductions outstanding at once
 
-  // Before the last micro-batch's backward.
+  // `layout` must outlive this object.
+  GradSync(ParamStore& params, ParallelContext& pc, const ZeroLayout& layout, GradSyncOptions options);
+  ~GradSync();
+  GradSync(const GradSync&) = delete;
+  GradSync& operator=(const GradSync&) = delete;
+
+  // Start of a step: every gradient reads zero (ZeRO-2/3 also returns the flat buffers' pages).
+  void zero_grads();
+  // false: 1-bit Adam's compression stage — no data-parallel reduction this step (tied sum still).
+  void set_data_parallel(bool reduce) { reduce_ = reduce; }
+
+  // From the step executor: before the first micro-batch; during the last backward of each chunk
+  // (`layer` final: -1 embedding, num_layers head; used by ZeRO 0/1); after backward (waits for all).
   void begin();
-  // From Transformer::backward: all gradients of `layer` (-1 embedding, num_layers head) are final.
   void on_layer_ready(int layer);
-  // After backward: launches what is left and waits for everything.
   void finish();
+  // From the Transformer's layer hooks after every micro-batch's backward of `layer` (ZeRO-2/3).
+  void on_layer_backward(int layer);
 
-  int num_buckets() const { return static_cast<int>(buckets_.size()); }
+  // ZeRO-2/3: the reduced gradient shard of group g (layout.shard_size(g) floats); null otherwise.
+  float* shard_grads(ParamGroup g) { return sharded() ? shards_[int(g)].f32() : nullptr; }
+  bool sharded() const { return options_.zero_stage >= 2; }
+
+  // Sum of squares of the gradient elements this rank contributes to the global norm (the caller
+  // sums over the world): every element once across data-parallel replicas (ZeRO 0: the canonical
+  // copy; >= 1: this rank's slices), TP-replicated parameters on TP rank 0 only, tied copies never.
+  // local_estimates (1-bit Adam's compression stage, unreduced gradients): every replica contributes
+  // ranks x |g|^2, so the world sum is the mean over replicas of |ranks x g|^2.
+  double grad_sum_squares(bool local_estimates);
+
+  // Bytes of gradients held between steps: the full flat buffers (ZeRO 0/1) or the shards (2/3).
+  size_t held_bytes() const;
+  // ZeRO-2/3, since construction: most bytes of the flat gradient buffers resident at once (mincore,
+  // measured when a bucket is released) plus the staging buffers; 0 for ZeRO 0/1.
+  size_t peak_transient_bytes() const { return peak_transient_; }
+  // Gradient bytes handed to data-parallel collectives since construction (send buffers: an
+  // all-reduce of n fp32 values counts 4n, a reduce-scatter its whole input).
+  int64_t payload_bytes() const { return payload_bytes_; }
 
  private:
   struct Bucket {
+    const ZeroBucket* layout;
     Communicator* comm;
-    float* data;
-    size_t count;
-    std::vector<int> layers;  // distinct layers with parameters in this bucket
-    int pending = 0;
+    int pending = 0;  // layers of the bucket not yet reported (this micro-batch / step)
+    bool launched = false;
+  };
+  struct InFlight {
+    int bucket;
+    int staging;  // index in staging_, -1: in place on the flat gradients
     std::unique_ptr<Work> work;
   };
-  void launch(Bucket& bucket);
+  Communicator* comm_of(ParamGroup g) const;
+  DType wire_type() const;
+  void launch(int index);
+  void complete_oldest();
+  int acquire_staging(size_t bytes);
+  void note_transient();
 
   ParamStore& params_;
   ParallelContext& pc_;
-  bool overlap_;
+  const ZeroLayout& layout_;
+  GradSyncOptions options_;
+  bool reduce_ = true;
   bool tied_embedding_ = false;  // this rank is on `embed` and the embedding is tied (copies on both ends)
-  int num_layers_;
   std::vector<Bucket> buckets_;
-  std::vector<std::vector<int>> buckets_of_layer_;  // index layer + 1
+  Buffer shards_[kNumParamGroups];  // ZeRO-2/3
+  std::vector<Buffer> staging_;
+  std::vector<int> free_staging_;
+  std::deque<InFlight> in_flight_;
+  size_t peak_transient_ = 0;
+  int64_t payload_bytes_ = 0;
 };
 
 }  // namespace moe4d

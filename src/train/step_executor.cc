@@ -147,6 +147,7 @@ double StepExecutor::forward(const PipelineAction& a, const float* input, const 
     pass.fill(pass.first_index + a.micro_batch, slot.tokens.data(), slot.targets.data());
   BlockContext ctx{pc_,         params_,    config_.model,  model_.rope(), slot.state.arena, scratch_,
                    micro_batch_size_, config_.model.seq_length, pass.grad_scale, pass.recompute, pass.stats};
+  ctx.numerics = numerics_;
   HeadOutput head;
   slot.state.arena.reset_peak();
   model_.forward(a.chunk, slot.tokens.data(), slot.targets.data(), input, slot.state, ctx, &head);
@@ -176,6 +177,7 @@ void StepExecutor::backward(const PipelineAction& a, const float* dx_out, const 
   }
   BlockContext ctx{pc_,         params_,    config_.model,  model_.rope(), slot.state.arena, scratch_,
                    micro_batch_size_, config_.model.seq_length, pass.grad_scale, pass.recompute, pass.stats};
+  ctx.numerics = numerics_;
   GradSync* sync = pass.sync;
   GradReadyFn on_ready;
   if (last_of_chunk) on_ready = [sync](int layer) { sync->on_layer_ready(layer); };

@@ -81,6 +81,9 @@ class StepExecutor {
 
   const std::vector<PipelineAction>& actions() const { return actions_; }
   const StepTrace& last_trace() const { return trace_; }
+  // How the blocks compute their GEMMs from now on (precision, tensor inspection): copied into every
+  // BlockContext of train() and evaluate(). Default: fp32, no inspection.
+  void set_numerics(const BlockNumerics& numerics) { numerics_ = numerics; }
   // Activation memory since construction: the peak of saved activations of in-flight micro-batches
   // plus the peak of scratch (temporaries, recomputed layers) — an upper bound of both held at once.
   size_t peak_activation_bytes() const { return lifetime_peak_ + lifetime_scratch_peak_; }
@@ -147,6 +150,7 @@ class StepExecutor {
   StepTrace trace_;
   size_t lifetime_peak_ = 0;          // saved activations, over all passes
   size_t lifetime_scratch_peak_ = 0;  // scratch, over all passes
+  BlockNumerics numerics_;
 };
 
 }  // namespace moe4d

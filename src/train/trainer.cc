@@ -1,7 +1,5 @@
 #include "train/trainer.h"
 
-#include <sys/resource.h>
-
 #include <chrono>
 #include <cmath>
 #include <numeric>
@@ -11,9 +9,9 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "data/window_sampler.h"
-#include "kernels/optimizer_kernels.h"
 #include "model/model_flops.h"
 #include "train/lr_schedule.h"
+#include "train/nonfinite_diagnosis.h"
 #include "train/stage_partition.h"
 #include "train/tensor_gather.h"
 
@@ -50,15 +48,17 @@ nlohmann::json comm_json(const CommStats& after, const CommStats& before, double
 }  // namespace
 
 Trainer::Trainer(const Config& config, ParallelContext& pc, TrainerOptions options)
-    : config_(config), pc_(pc), options_(std::move(options)) {
+    : config_(config),
+      pc_(pc),
+      options_(std::move(options)),
+      loss_scaler_(config.train.precision, config.train.loss_scale),
+      guard_(config.train.max_nonfinite_steps) {
   const ParallelConfig& par = config.parallel;
   micro_batch_size_ = static_cast<int>(config.train.global_batch_size / (par.data_replicas() * par.micro_batch_num));
   model_ = std::make_unique<Transformer>(config.model, pc, my_chunks(), params_);
   params_.finalize();
   params_.init_values(config.train.seed);
-  optimizer_ = std::make_unique<AdamW>(params_, config.train);
-  grad_sync_ = std::make_unique<GradSync>(params_, pc, par.gradient_aggregation_group, par.overlap_grad_reduce,
-                                          config.model.num_layers);
+  setup_zero();  // buckets, gradient sync, value shards, optimizer (trainer_zero.cc)
 
   train_data_ = std::make_unique<TokenDataset>(TokenDataset::open(config.data.train));
   if (!config.data.valid.empty())
@@ -75,7 +75,14 @@ Trainer::Trainer(const Config& config, ParallelContext& pc, TrainerOptions optio
                           .tokens_per_expert = std::vector<double>(config.model.moe.num_experts, 0.0)});
 
   executor_ = std::make_unique<StepExecutor>(config, pc, *model_, params_, micro_batch_size_);
+  if (config.train.precision != Precision::kFP32) {
+    gemm16_ = std::make_unique<PrecisionGemm>(config.train.precision == Precision::kBF16 ? DType::kBF16 : DType::kF16);
+    if (pc_.rank == 0 && !options_.quiet)
+      log_info("block GEMMs: {} ({})", gemm16_->implementation(), gemm16_->onednn_status());
+  }
+  if (options_.fault_injector) injection_ = std::make_unique<FaultInjectionHook>(*options_.fault_injector, params_);
   if (!options_.resume_from.empty()) load_checkpoint(options_.resume_from);
+  log_memory_table();  // collective; rank 0 logs unless quiet
 
   if (pc_.rank == 0) {
     std::string path = options_.metrics_path;
@@ -92,21 +99,13 @@ std::vector<ChunkSpec> Trainer::my_chunks() const {
   return partition_stages(config_.model, config_.parallel).chunks_of(pc_.coord.pp);
 }
 
-double Trainer::clip_gradients() {
-  double sum = 0;
-  for (int id = 0; id < params_.size(); ++id)
-    if (is_canonical_copy(params_.info(id), pc_.coord)) sum += sum_squares(params_.grad(id), params_.info(id).numel());
-  pc_.world->all_reduce(&sum, 1, DType::kF64, ReduceOp::kSum);
-  return std::sqrt(sum);
-}
-
 StepResult Trainer::train_step() {
   const auto t0 = Clock::now();
   const ParallelConfig& par = config_.parallel;
   const int m = par.micro_batch_num, replicas = par.data_replicas();
   const int64_t step = step_ + 1;
   const CommSnapshot comm_before = snapshot(pc_);
-  params_.zero_grads();
+  begin_zero_step(step);  // zeroes the gradients (trainer_zero.cc)
   for (MoeLayerStats& s : moe_stats_) {
     std::fill(s.tokens_per_expert.begin(), s.tokens_per_expert.end(), 0.0);
     s.dropped_slots = s.routed_slots = s.aux_loss = s.z_loss = 0;
@@ -117,8 +116,14 @@ StepResult Trainer::train_step() {
     fill_batch(*train_data_, config_.train.seed, step, int64_t(index) * micro_batch_size_, micro_batch_size_,
                config_.model.seq_length, tokens, targets);
   };
-  const double ce_sum = executor_->train(fill, 1.0f / float(replicas * m), &moe_stats_, *grad_sync_);
+  // fp16: the backward starts from loss x scale, so every gradient comes out `loss_scale` times too
+  // large until the norm and the optimizer divide it out below. fp32 / bf16: loss_scale is 1.
+  const float loss_scale = static_cast<float>(loss_scaler_.scale());
+  const float micro_batch_weight = loss_scale / float(replicas * m);
+  executor_->set_numerics(step_numerics(step));
+  const double ce_sum = executor_->train(fill, micro_batch_weight, &moe_stats_, *grad_sync_);
   grad_sync_->finish();
+  MOE4D_CHECK_MSG(!gemm16_ || gemm16_->calls() > 0, "train.precision is 16-bit but no block GEMM used it");
 
   // One world reduction carries the step's scalars and the expert load. Each value is contributed by
   // exactly one rank per data replica (TP rank 0 of the stage that computes it).
@@ -145,14 +150,26 @@ StepResult Trainer::train_step() {
   r.aux_loss = reduced[1] / micro_batches;
   r.z_loss = reduced[2] / micro_batches;
   r.total_loss = r.loss + config_.model.moe.aux_loss_coeff * r.aux_loss + config_.model.moe.z_loss_coeff * r.z_loss;
-  r.grad_norm = clip_gradients();
+  r.grad_norm = clip_gradients() / loss_scale;  // of the unscaled gradients
+  // A non-finite gradient element anywhere makes the reduced norm non-finite: the norm's one world
+  // reduction is every rank's overflow check. A skipped step leaves parameters, AdamW state and
+  // router biases untouched; the data position still advances with the step number.
+  r.loss_scale = loss_scale;
+  r.overflow = !std::isfinite(r.grad_norm);
+  const StepVerdict verdict =
+      guard_.assess(std::isfinite(r.total_loss), !r.overflow, loss_scaler_.can_absorb_overflow());
+  loss_scaler_.update(r.overflow);
+  if (verdict == StepVerdict::kStop) stop_nonfinite(step, fill, micro_batch_weight);
+  r.skipped = verdict == StepVerdict::kSkip;
   const double clip = config_.train.grad_clip;
   const float grad_scale = clip > 0 && r.grad_norm > clip ? float(clip / (r.grad_norm + 1e-6)) : 1.0f;
   r.lr = learning_rate(int(step), config_.train.steps, config_.train.warmup_steps, config_.train.lr,
                        config_.train.min_lr);
-  optimizer_->step(step, r.lr, grad_scale);
+  // The loss scale is divided out in the optimizer's gradient multiplier (exact: a power of two);
+  // AdamW's bias correction counts the updates actually made.
+  if (!r.skipped) optimizer_step(step - guard_.skipped_steps(), r.lr, grad_scale / loss_scale);
   std::vector<double> load(reduced.begin() + 5, reduced.end());
-  if (config_.model.moe.router_bias_update_rate > 0) update_router_bias(load);
+  if (!r.skipped && config_.model.moe.router_bias_update_rate > 0) update_router_bias(load);
   step_ = step;
   r.seconds = seconds_since(t0);
 
@@ -165,31 +182,17 @@ StepResult Trainer::train_step() {
                          {"pp", comm_json(comm_after.pp, comm_before.pp, &exposed)},
                          {"other", comm_json(comm_after.other, comm_before.other, &exposed)}};
   r.record = step_record(r, load, reduced[3], reduced[4], r.seconds);
+  r.record["loss_scale"] = r.loss_scale;
+  r.record["overflow"] = r.overflow;
+  r.record["skipped"] = r.skipped;
+  r.record["skipped_steps"] = guard_.skipped_steps();
   r.record["time"] = {{"step_s", r.seconds}, {"compute_s", r.seconds - exposed}, {"comm_exposed_s", exposed},
                       {"comm", comm}};
   // Pipeline schedule, bubble and activation memory (collective over the pipeline group).
   executor_->add_step_metrics(r.record, step, config_.train.steps);
   r.record["memory"] = memory_record();
+  r.record["zero"] = zero_record();
   return r;
-}
-
-nlohmann::json Trainer::memory_record() {
-  // Bytes this rank holds, gathered from every rank (collective over the world).
-  struct rusage usage {};
-  getrusage(RUSAGE_SELF, &usage);
-  const double mine[5] = {double(params_.total_numel() * sizeof(float)), double(params_.total_numel() * sizeof(float)),
-                          double(optimizer_->state_bytes()), double(executor_->peak_activation_bytes()),
-                          double(usage.ru_maxrss) * 1024.0};
-  std::vector<double> all(5 * size_t(pc_.world->size()));
-  pc_.world->all_gather(mine, all.data(), 5, DType::kF64);
-  nlohmann::json per_rank = nlohmann::json::array();
-  for (int r = 0; r < pc_.world->size(); ++r) {
-    const double* m = all.data() + 5 * size_t(r);
-    per_rank.push_back({{"params_bytes", m[0]}, {"grads_bytes", m[1]}, {"optimizer_bytes", m[2]},
-                        {"activations_peak_bytes", m[3]}, {"model_state_and_activations_bytes", m[0] + m[1] + m[2] + m[3]},
-                        {"rss_peak_bytes", m[4]}});
-  }
-  return {{"per_rank", per_rank}};
 }
 
 nlohmann::json Trainer::step_record(const StepResult& r, const std::vector<double>& load, double dropped,
@@ -242,14 +245,11 @@ double Trainer::evaluate() {
       sample_eval_window(*valid_data_, int64_t(index) * b + i, windows, S, tokens + size_t(i) * S,
                          targets + size_t(i) * S);
   };
+  executor_->set_numerics({.gemm = gemm16_.get()});  // the training precision, without fault injection
   const double ce_sum = executor_->evaluate(fill, pc_.data_replica() * per_replica, per_replica);
   double total = pc_.coord.tp == 0 ? ce_sum : 0.0;
   pc_.world->all_reduce(&total, 1, DType::kF64, ReduceOp::kSum);
   return total / (double(par.data_replicas()) * per_replica);
-}
-
-std::map<std::string, FullTensor> Trainer::gather_parameters() {
-  return gather_full_tensors(pc_, params_, [this](int id) { return params_.value(id); });
 }
 
 void Trainer::run() {
@@ -271,6 +271,8 @@ void Trainer::run() {
         std::string line = fmt::format("step {:>5}/{} | loss {:.4f}", step_, total, r.loss);
         if (config_.model.is_moe()) line += fmt::format(" | aux {:.4f}", r.aux_loss);
         if (r.record.contains("val_loss")) line += fmt::format(" | val {:.4f}", r.record["val_loss"].get<double>());
+        if (loss_scaler_.dynamic()) line += fmt::format(" | scale {:g}", r.loss_scale);
+        if (r.skipped) line += fmt::format(" | skipped ({} so far)", guard_.skipped_steps());
         line += fmt::format(" | lr {:.2e} | gnorm {:.3f} | {} tok/s | {:.0f} ms/step | eta {}", r.lr, r.grad_norm,
                             format_count(r.record["tokens_per_s"].get<double>()), r.seconds * 1e3,
                             format_duration(eta));
@@ -279,9 +281,69 @@ void Trainer::run() {
       }
     }
     const int interval = config_.checkpoint.interval;
-    if (!config_.checkpoint.dir.empty() && ((interval > 0 && step_ % interval == 0) || step_ == total))
-      save_checkpoint();
+    if (!config_.checkpoint.dir.empty() && ((interval > 0 && step_ % interval == 0) || step_ == total)) {
+      // Inside a streak of non-finite steps the newest checkpoint stays the last good one.
+      if (guard_.streak() == 0)
+        save_checkpoint();
+      else if (pc_.rank == 0)
+        log_warn("step {}: checkpoint not written, {} consecutive non-finite step(s)", step_, guard_.streak());
+    }
   }
+}
+
+BlockNumerics Trainer::step_numerics(int64_t step) {
+  BlockNumerics numerics{.gemm = gemm16_.get()};
+  if (injection_ && options_.fault_injector->watches(step)) {
+    injection_->set_step(step);
+    numerics.inspector = injection_.get();
+  }
+  return numerics;
+}
+
+void Trainer::stop_nonfinite(int64_t step, const MicroBatchFill& fill, float micro_batch_weight) {
+  // Re-run the step (same data; same parameters, since the bad steps before it were skipped) with a
+  // tracer watching every block GEMM tensor, then agree over the world on the earliest finding.
+  TensorInspector* injection = injection_ && options_.fault_injector->watches(step) ? injection_.get() : nullptr;
+  NonfiniteTracer tracer(params_, config_.model.num_layers, injection);
+  tracer.check_values();
+  begin_zero_step(step);  // zeroes the gradients, as at the start of the step
+  executor_->set_numerics({.gemm = gemm16_.get(), .inspector = &tracer});
+  executor_->train(fill, micro_batch_weight, nullptr, *grad_sync_);
+  grad_sync_->finish();
+  executor_->set_numerics({.gemm = gemm16_.get()});
+  tracer.check_gradients();
+  const NonfiniteDiagnosis diagnosis = agree_on_first_nonfinite(tracer.first(), *pc_.world);
+
+  static constexpr const char* kPrecisionNames[] = {"fp32", "bf16", "fp16"};
+  const std::string precision = kPrecisionNames[static_cast<int>(config_.train.precision)];
+  const std::string scale = loss_scaler_.dynamic() ? fmt::format(", loss scale {:g}", loss_scaler_.scale()) : "";
+  const std::string first =
+      diagnosis.found
+          ? fmt::format("first non-finite tensor: {} on rank {}", diagnosis.what, diagnosis.rank)
+          : "a re-run of the step found every checked tensor finite (master weights, block GEMM operands and "
+            "results, gradients), so the value arose in a kernel between them";
+  const std::string kept = config_.checkpoint.dir.empty()
+                               ? "checkpointing is off"
+                               : fmt::format("no checkpoint was written during these steps; the newest one in {} "
+                                             "is the last good state",
+                                             config_.checkpoint.dir);
+  fail("step {}: the loss or the gradients were non-finite for {} consecutive steps (train.max_nonfinite_steps {}, "
+       "train.precision {}{}); {}; {}",
+       step, guard_.streak(), guard_.max_nonfinite_steps(), precision, scale, first, kept);
+}
+
+nlohmann::json Trainer::numerics_state() const {
+  return {{"loss_scaler", loss_scaler_.to_json()}, {"skipped_steps", guard_.skipped_steps()}};
+}
+
+void Trainer::restore_numerics_state(const nlohmann::json& state, const std::string& origin) {
+  if (!state.is_object() || !state.contains("loss_scaler") || !state.contains("skipped_steps") ||
+      !state["skipped_steps"].is_number_integer() || state["skipped_steps"].get<int64_t>() < 0)
+    fail("checkpoint {}: state.json numerics is malformed: {}, expected {{\"loss_scaler\": {{...}}, "
+         "\"skipped_steps\": N >= 0}}",
+         origin, state.dump());
+  loss_scaler_.from_json(state["loss_scaler"], "checkpoint " + origin);
+  guard_.restore(state["skipped_steps"].get<int64_t>());
 }
 
 }  // namespace moe4d

@@ -7,6 +7,11 @@
 // updates the parameters. The step objective is the mean over all micro-batches of all replicas of
 // (token-mean cross-entropy + aux_loss_coeff x aux + z_loss_coeff x z) — which is why a layout with
 // the same micro-batches reproduces the single-rank run.
+//
+// Precision (docs/precision.md): fp32 master weights, gradients and AdamW state always; with
+// train.precision bf16 / fp16 the blocks' GEMMs take 16-bit operands. fp16 scales the loss
+// (train/loss_scaler.h); a step with non-finite gradients or loss is skipped, and a run whose loss
+// stays non-finite stops with a diagnosis of the first non-finite tensor (train/nonfinite_guard.h).
 #pragma once
 
 #include <memory>
@@ -18,13 +23,20 @@
 
 #include "config/config.h"
 #include "data/token_dataset.h"
+#include "kernels/precision_gemm.h"
 #include "model/param_store.h"
 #include "model/transformer.h"
+#include "train/fault_injector.h"
 #include "train/grad_sync.h"
+#include "train/loss_scaler.h"
 #include "train/metrics.h"
+#include "train/nonfinite_guard.h"
 #include "train/optimizer.h"
 #include "train/step_executor.h"
 #include "train/tensor_gather.h"
+#include "train/zero_layer_hooks.h"
+#include "train/zero_layout.h"
+#include "train/zero_param_gatherer.h"
 
 namespace moe4d {
 
@@ -33,6 +45,9 @@ struct TrainerOptions {
   int exit_after = 0;        // stop after this many steps of this run (0: run to train.steps)
   bool quiet = false;        // no progress lines (tests)
   std::string metrics_path;  // overrides train.metrics_file
+  // Test-only fault-injection seam (train/fault_injector.h): corrupts chosen tensors of chosen steps.
+  // Borrowed; null (the default) in every production run.
+  FaultInjector* fault_injector = nullptr;
 };
 
 struct StepResult {
@@ -41,7 +56,10 @@ struct StepResult {
   double aux_loss = 0;   // sum over MoE layers of the micro-batch-mean aux loss (unscaled)
   double z_loss = 0;
   double total_loss = 0; // the objective: loss + aux_coeff * aux + z_coeff * z
-  double grad_norm = 0;  // before clipping
+  double grad_norm = 0;  // before clipping (of the unscaled gradients; non-finite on overflow)
+  double loss_scale = 1; // the loss scale this step's backward used (train/loss_scaler.h)
+  bool overflow = false; // some gradient was non-finite
+  bool skipped = false;  // the parameters were not updated (train/nonfinite_guard.h)
   double lr = 0;
   double seconds = 0;
   nlohmann::json record; // everything written to the metrics file
@@ -65,35 +83,65 @@ class Trainer {
   // The JSONL metrics file (rank 0; empty elsewhere).
   const std::string& metrics_path() const { return metrics_.path(); }
   ParamStore& params() { return params_; }
+  const LossScaler& loss_scaler() const { return loss_scaler_; }
+  int64_t skipped_steps() const { return guard_.skipped_steps(); }
+  // The 16-bit GEMM of train.precision bf16 / fp16 (which implementation it uses); null for fp32.
+  const PrecisionGemm* precision_gemm() const { return gemm16_.get(); }
   Transformer& model() { return *model_; }
   // Full parameter tensors gathered on rank 0 (empty elsewhere): for tests and checkpoints.
   std::map<std::string, FullTensor> gather_parameters();
 
  private:
   void load_checkpoint(const std::string& path);
+  // ZeRO (trainer_zero.cc): the sharded training state, the exact global gradient norm, the
+  // optimizer step with its parameter all-gather, memory accounting (docs/zero.md).
+  struct MemoryFigures {  // bytes this rank holds
+    double params = 0, params_peak = 0, grads = 0, grads_peak = 0, optimizer = 0, activations = 0, rss_peak = 0;
+    double formula_params = 0, formula_grads = 0, formula_optimizer = 0;
+  };
+  void setup_zero();
+  void begin_zero_step(int64_t step);
   double clip_gradients();
+  void optimizer_step(int64_t step, double lr, float grad_scale);
+  MemoryFigures memory_figures() const;
   nlohmann::json memory_record();
+  void log_memory_table();
+  nlohmann::json zero_record();
   void update_router_bias(const std::vector<double>& load);
   nlohmann::json step_record(const StepResult& r, const std::vector<double>& load, double dropped,
                              double routed, double step_seconds);
   std::vector<ChunkSpec> my_chunks() const;
+  // Mixed precision and non-finite handling (trainer.cc).
+  BlockNumerics step_numerics(int64_t step);
+  [[noreturn]] void stop_nonfinite(int64_t step, const MicroBatchFill& fill, float grad_scale);
+  nlohmann::json numerics_state() const;
+  void restore_numerics_state(const nlohmann::json& state, const std::string& origin);
 
   const Config& config_;
   ParallelContext& pc_;
   TrainerOptions options_;
   ParamStore params_;
   std::unique_ptr<Transformer> model_;
+  std::unique_ptr<ZeroLayout> zero_layout_;         // buckets and slices of every ZeRO stage
+  std::unique_ptr<ZeroParamGatherer> zero_values_;  // zero_stage >= 1
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<GradSync> grad_sync_;
+  std::unique_ptr<ZeroLayerHooks> zero_hooks_;      // zero_stage >= 2 (the model's layer hooks)
   std::unique_ptr<StepExecutor> executor_;
   std::unique_ptr<TokenDataset> train_data_;
   std::unique_ptr<TokenDataset> valid_data_;
   MetricsWriter metrics_;
+  std::unique_ptr<PrecisionGemm> gemm16_;  // null for fp32
+  LossScaler loss_scaler_;
+  NonfiniteGuard guard_;
+  std::unique_ptr<FaultInjectionHook> injection_;  // with options_.fault_injector only
 
   int micro_batch_size_ = 0;  // sequences per micro-batch per replica
   int64_t step_ = 0;          // optimizer steps done
   std::vector<MoeLayerStats> moe_stats_;
   std::vector<int> moe_layers_;  // global layer index of every MoE layer of the model
+  bool gradients_local_ = false;           // this step's gradients are not reduced (1-bit Adam)
+  int64_t zero_payload_seen_[3] = {0, 0, 0};  // zero_record(): counters at the previous step
 };
 
 }  // namespace moe4d

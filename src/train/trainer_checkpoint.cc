@@ -2,9 +2,15 @@
 //
 // A checkpoint holds full (unsharded) tensors under their global names: model.safetensors
 // (parameters), optimizer.safetensors (AdamW's exp_avg.<name> and exp_avg_sq.<name>) and state.json
-// (step, the config, the routers' balancing biases). The data position needs no state: batches are
-// a pure function of (seed, step). So a run resumed from step s continues bit-exactly, and any
-// parallel layout can load any checkpoint.
+// (step, the config, the routers' balancing biases, the loss scale and skipped-step count). The data
+// position needs no state: batches are a pure function of (seed, step). So a run resumed from step s
+// continues bit-exactly, and any parallel layout can load any checkpoint.
+//
+// Under ZeRO (docs/zero.md) the optimizer state of a rank is a shard of each group's flat buffer:
+// saving assembles the shards over the data-parallel group into the rank's full flat layout first
+// (a transient buffer of the rank's parameter count), loading cuts this rank's slices out of it; with
+// zero_stage 3 the values are materialised for the save and re-sharded after a load. So a checkpoint
+// written with any zero_stage loads with any other, in any layout.
 #include <fmt/format.h>
 
 #include "checkpoint/checkpoint.h"
@@ -15,6 +21,11 @@
 
 namespace moe4d {
 namespace {
+// Flat-layout copies of a sharded optimizer state (one per group); empty buffers when not sharded.
+struct FlatState {
+  Buffer group[kNumParamGroups];
+};
+
 NamedTensors as_named(std::map<std::string, FullTensor>& tensors, const std::string& prefix) {
   NamedTensors out;
   for (auto& [name, t] : tensors) out.emplace_back(prefix + name, Tensor::f32(t.data.f32(), t.shape));
@@ -23,9 +34,28 @@ NamedTensors as_named(std::map<std::string, FullTensor>& tensors, const std::str
 }  // namespace
 
 void Trainer::save_checkpoint() {
-  auto values = gather_full_tensors(pc_, params_, [this](int id) { return params_.value(id); });
-  auto exp_avg = gather_full_tensors(pc_, params_, [this](int id) { return optimizer_->exp_avg(id); });
-  auto exp_avg_sq = gather_full_tensors(pc_, params_, [this](int id) { return optimizer_->exp_avg_sq(id); });
+  auto values = gather_parameters();
+  // One optimizer state (m or v) as full tensors: from the optimizer's flat buffers (zero_stage 0) or
+  // from its shards assembled into this rank's flat layout (>= 1).
+  auto full_state = [this](bool second) {
+    FlatState flat;
+    const float* base[kNumParamGroups];
+    for (int g = 0; g < kNumParamGroups; ++g) {
+      const ParamGroup group = ParamGroup(g);
+      const float* state = second ? optimizer_->exp_avg_sq(group) : optimizer_->exp_avg(group);
+      base[g] = state;
+      if (!zero_values_) continue;
+      flat.group[g] = Buffer(params_.flat_size(group) * sizeof(float));
+      zero_values_->assemble(group, state, flat.group[g].f32());
+      base[g] = flat.group[g].f32();
+    }
+    return gather_full_tensors(pc_, params_, [&](int id) {
+      const ParamInfo& info = params_.info(id);
+      return base[int(info.group)] + info.offset;
+    });
+  };
+  auto exp_avg = full_state(false);
+  auto exp_avg_sq = full_state(true);
   // Router biases of every MoE layer, contributed by one rank of each pipeline stage.
   const int E = config_.model.moe.num_experts;
   std::vector<double> bias(moe_layers_.size() * size_t(E), 0.0);
@@ -44,18 +74,20 @@ void Trainer::save_checkpoint() {
       writer.add_safetensors("model.safetensors", as_named(values, ""), {{"format", "moe4d"}});
       NamedTensors optimizer_state = as_named(exp_avg, "exp_avg.");
       for (auto& entry : as_named(exp_avg_sq, "exp_avg_sq.")) optimizer_state.push_back(entry);
-      writer.add_safetensors("optimizer.safetensors", optimizer_state, {{"optimizer", "adamw"}});
+      writer.add_safetensors("optimizer.safetensors", optimizer_state, {{"optimizer", optimizer_->name()}});
       nlohmann::json biases = nlohmann::json::object();
       for (size_t i = 0; i < moe_layers_.size(); ++i)
         biases[std::to_string(moe_layers_[i])] = std::vector<double>(bias.begin() + i * E, bias.begin() + (i + 1) * E);
       writer.add_json("state.json", {{"step", step_},
                                      {"config", config_to_yaml(config_)},
                                      {"router_bias", biases},
+                                     {"numerics", numerics_state()},
                                      {"layout",
                                       {{"data_parallel", pc_.dp_size()},
                                        {"expert_parallel", pc_.ep_size()},
                                        {"tensor_parallel", pc_.tp_size()},
-                                       {"pipeline_parallel", pc_.pp_size()}}}});
+                                       {"pipeline_parallel", pc_.pp_size()},
+                                       {"zero_stage", config_.parallel.zero_stage}}}});
       const std::string path = writer.commit(config_.checkpoint.keep);
       if (!options_.quiet) log_info("checkpoint written: {}", path);
     } catch (const Error& e) {
@@ -78,11 +110,30 @@ void Trainer::load_checkpoint(const std::string& path) {
            file.path(), name);
     return file.tensor(name);
   };
+  // Values into the flat buffers (zero_stage 3: re-sharded below); optimizer state into the
+  // optimizer's flat buffers, or into this rank's flat layout and then cut into its shards.
+  FlatState flat[2];
+  auto state_of = [&](int which, ParamGroup g) {
+    float* own = which == 0 ? optimizer_->exp_avg(g) : optimizer_->exp_avg_sq(g);
+    if (!zero_values_) return own;
+    Buffer& b = flat[which].group[int(g)];
+    if (b.bytes() == 0) b = Buffer(params_.flat_size(g) * sizeof(float));
+    return b.f32();
+  };
   for (int id = 0; id < params_.size(); ++id) {
     const ParamInfo& info = params_.info(id);
     copy_shard_from_full(info, tensor(model, info.name), params_.value(id), origin);
-    copy_shard_from_full(info, tensor(optimizer, "exp_avg." + info.name), optimizer_->exp_avg(id), origin);
-    copy_shard_from_full(info, tensor(optimizer, "exp_avg_sq." + info.name), optimizer_->exp_avg_sq(id), origin);
+    copy_shard_from_full(info, tensor(optimizer, "exp_avg." + info.name), state_of(0, info.group) + info.offset,
+                         origin);
+    copy_shard_from_full(info, tensor(optimizer, "exp_avg_sq." + info.name), state_of(1, info.group) + info.offset,
+                         origin);
+  }
+  if (zero_values_) {
+    for (ParamGroup g : {ParamGroup::kDense, ParamGroup::kExpert}) {
+      zero_values_->cut(g, state_of(0, g), optimizer_->exp_avg(g));
+      zero_values_->cut(g, state_of(1, g), optimizer_->exp_avg_sq(g));
+    }
+    zero_values_->shard_from_flat();
   }
   const nlohmann::json state = checkpoint.json("state.json");
   for (MoeBlock* block : model_->moe_blocks()) {
@@ -95,6 +146,8 @@ void Trainer::load_checkpoint(const std::string& path) {
            block->router_bias().size());
     std::copy(bias.begin(), bias.end(), block->router_bias().begin());
   }
+  // Loss scale and skipped-step count (absent from checkpoints older than mixed precision: fresh).
+  if (state.contains("numerics")) restore_numerics_state(state["numerics"], origin);
   step_ = checkpoint.step();
   if (step_ >= config_.train.steps && pc_.rank == 0)
     log_warn("checkpoint {} is at step {}, train.steps is {}: nothing left to train", origin, step_,

@@ -4,7 +4,8 @@
 // run_equivalence: world rank 0 first trains the single-rank reference in-process (on
 // LocalCommunicators, with the same global batch and the same micro-batches: micro_batch_num x data
 // replicas of them), then every rank trains the layout; expect_equivalent compares per-step loss and
-// aux loss (1e-5 relative) and the final parameters (1e-4) on rank 0.
+// aux loss (1e-5 relative) and the final parameters (1e-4) on rank 0. run_equivalence_between does
+// the same with another layout of the same world size as the reference (e.g. zero_stage 0 vs k).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -20,7 +21,7 @@
 namespace moe4d::test {
 
 struct RunResult {
-  std::vector<double> losses, aux;
+  std::vector<double> losses, aux, grad_norms;
   std::map<std::string, FullTensor> params;  // full tensors, on world rank 0
   int64_t all_to_all_calls = 0;              // on this rank's EP group during the run
 };
@@ -33,6 +34,7 @@ inline RunResult train_steps(const Config& config, ParallelContext& pc, int step
     StepResult s = trainer.train_step();
     r.losses.push_back(s.loss);
     r.aux.push_back(s.aux_loss);
+    r.grad_norms.push_back(s.grad_norm);
   }
   r.all_to_all_calls = pc.ep->stats()[CommOp::kAllToAllV].calls - calls_before;
   r.params = trainer.gather_parameters();
@@ -62,6 +64,21 @@ inline EquivalenceRun run_equivalence(const Config& config, int steps) {
     out.reference = train_steps(single, *local, steps);
   }
   auto pc = make_parallel_context(std::move(world), config.parallel, 0);
+  out.run = train_steps(config, *pc, steps);
+  return out;
+}
+
+// `reference` and `config` are layouts of the same world size (they may differ in everything the rank
+// grid does not: zero_stage, compression, schedule): every rank trains the reference, then `config`,
+// on the same communicators. Collective over MPI_COMM_WORLD.
+inline EquivalenceRun run_equivalence_between(const Config& reference, const Config& config, int steps) {
+  auto world = MpiCommunicator::world(CommOptions{.timeout_seconds = config.parallel.collective_timeout});
+  EXPECT_EQ(world->size(), config.parallel.world_size()) << "run this suite under mpirun -np "
+                                                         << config.parallel.world_size();
+  EquivalenceRun out;
+  out.rank = world->rank();
+  auto pc = make_parallel_context(std::move(world), config.parallel, 0);
+  out.reference = train_steps(reference, *pc, steps);
   out.run = train_steps(config, *pc, steps);
   return out;
 }

@@ -1,0 +1,31 @@
+// train/zero_layer_hooks.h — the Transformer's layer hooks (model/layer_hooks.h) wired to ZeRO:
+// ZeRO-3 materialises a layer's values before it runs and releases them after; ZeRO-2/3 reduce a
+// layer's gradient buckets after every micro-batch's backward of the layer (train/grad_sync.h).
+//
+// Borrows both objects; either may be null (the stage does not need it). Trainer thread only.
+#pragma once
+
+#include "model/layer_hooks.h"
+#include "train/grad_sync.h"
+#include "train/zero_param_gatherer.h"
+
+namespace moe4d {
+
+class ZeroLayerHooks : public LayerHooks {
+ public:
+  ZeroLayerHooks(ZeroParamGatherer* values, GradSync* grads) : values_(values), grads_(grads) {}
+
+  void before_layer(int layer, int next) override {
+    if (values_) values_->acquire(layer, next);
+  }
+  void after_layer(int layer, bool backward) override {
+    if (backward && grads_) grads_->on_layer_backward(layer);
+    if (values_) values_->release(layer);
+  }
+
+ private:
+  ZeroParamGatherer* values_;
+  GradSync* grads_;
+};
+
+}  // namespace moe4d
