@@ -1,6 +1,9 @@
 // cli/cmd_train.cc — `mpirun -np N moe4d train CONFIG.yaml`: start MPI, build the rank grid and the
 // process groups from parallel_config, and run the Trainer.
 #include <cblas.h>
+#ifdef MOE4D_HAVE_OPENMP
+#include <omp.h>
+#endif
 
 #include <cstdio>
 #include <filesystem>
@@ -45,6 +48,9 @@ int run_train(const TrainArgs& args) {
   }
   try {
     openblas_set_num_threads(args.blas_threads);
+#ifdef MOE4D_HAVE_OPENMP
+    omp_set_num_threads(args.blas_threads);  // oneDNN's 16-bit GEMMs run on OpenMP threads
+#endif
     CommOptions options{.timeout_seconds = config.parallel.collective_timeout};
     auto world = MpiCommunicator::world(options);
     const int ranks_per_node =
