@@ -10,28 +10,42 @@
 // or uneven nodes) every call is the group's own flat all-reduce. Nodes hold `ranks_per_node`
 // consecutive world ranks (RankGrid::node_of).
 //
-// Contract: the constructor is collective over `group` (it splits off the intra- and inter-node
-// communicators once); `group` must outlive this object. Results equal the flat all-reduce up to
-// floating-point summation order. all_reduce_async returns a Work whose stages advance inside
-// test()/wait() on the calling thread. Thread safety: as Communicator.
+// Several all-reduces may be in flight at once (gradient buckets). MPI wants the collectives of a
+// communicator started in the same order on every member, so each stage has its own communicator
+// (intra-node reduce-scatter, inter-node all-reduce, intra-node all-gather) and an operation starts
+// its next stage only after every earlier operation has started it: the launch order on each
+// communicator is the call order of all_reduce_async, whatever order the stages complete in.
+//
+// Contract: the constructor is collective over `group` (it splits off the stage communicators
+// once); `group` must outlive this object and every Work must end before it. Results equal the flat
+// all-reduce up to floating-point summation order. Stages advance inside test()/wait() of any of
+// this object's Works, on the calling thread; wait() completes the earlier operations first.
+// Thread safety: as Communicator.
 #pragma once
 
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "comm/communicator.h"
 
 namespace moe4d {
 
+class HierarchicalWork;
+
 class HierarchicalAllReduce {
  public:
   HierarchicalAllReduce(Communicator& group, int ranks_per_node);
+  ~HierarchicalAllReduce();
 
   bool is_hierarchical() const { return intra_ != nullptr; }
   int ranks_per_node_in_group() const { return intra_ ? intra_->size() : 1; }
   Communicator& group() { return group_; }
-  Communicator* intra_node() { return intra_.get(); }  // null when flat
+  const Communicator& group() const { return group_; }
+  Communicator* intra_node() { return intra_.get(); }  // reduce-scatter stage; null when flat
   Communicator* inter_node() { return inter_.get(); }  // null when flat
+  // The stage communicators (intra-node reduce-scatter, inter-node, intra-node all-gather); empty when flat.
+  std::vector<Communicator*> stage_communicators();
 
   // In place: data[count] = reduce over the group of data[count]; `data` must stay alive and
   // untouched until the Work completes.
@@ -41,9 +55,16 @@ class HierarchicalAllReduce {
   }
 
  private:
+  friend class HierarchicalWork;
+  // Advances the live operations in call order, up to and including `last`; block: wait for each
+  // stage instead of testing it.
+  void progress(const HierarchicalWork* last, bool block);
+
   Communicator& group_;
   std::unique_ptr<Communicator> intra_;
   std::unique_ptr<Communicator> inter_;
+  std::unique_ptr<Communicator> intra_gather_;
+  std::vector<HierarchicalWork*> live_;  // operations not yet complete, in call order
 };
 
 }  // namespace moe4d

@@ -81,8 +81,7 @@ void apply_timeout(Communicator& world, const ParallelConfig& config) {
 }
 
 std::unique_ptr<ParallelContext> new_context(RankGrid grid) {
-  return std::unique_ptr<ParallelContext>(new ParallelContext{std::move(grid), 0, GridCoord{}, 1, nullptr, nullptr,
-                                                              nullptr, nullptr, nullptr, nullptr, nullptr});
+  return std::unique_ptr<ParallelContext>(new ParallelContext{.grid = std::move(grid)});
 }
 
 }  // namespace
@@ -112,7 +111,18 @@ std::unique_ptr<ParallelContext> make_parallel_context(std::unique_ptr<Communica
     ctx->embed = world->split(color, ctx->is_first_stage() ? 0 : 1, group_name("embed", ctx->coord, {D::kPP}));
     MOE4D_CHECK_EQ(ctx->embed != nullptr, on_end);
   }
-  if (ctx->rank == 0) warn_if_tp_spans_nodes(grid, ctx->ranks_per_node);
+  ctx->dp_sync = std::make_unique<HierarchicalAllReduce>(*ctx->dp, ctx->ranks_per_node);
+  ctx->dp_ep_sync = std::make_unique<HierarchicalAllReduce>(*ctx->dp_ep, ctx->ranks_per_node);
+  if (ctx->rank == 0) {
+    warn_if_tp_spans_nodes(grid, ctx->ranks_per_node);
+    for (const HierarchicalAllReduce* sync : {ctx->dp_ep_sync.get(), ctx->dp_sync.get()}) {
+      if (!sync->is_hierarchical()) continue;
+      const HierarchicalAllReduce& s = *sync;
+      log_info("{} gradient all-reduce spans {} nodes: hierarchical (reduce-scatter over the {} ranks of a node, "
+               "all-reduce across nodes, all-gather in the node)",
+               s.group().name(), s.group().size() / s.ranks_per_node_in_group(), s.ranks_per_node_in_group());
+    }
+  }
   ctx->world = std::move(world);
   return ctx;
 }
@@ -126,6 +136,8 @@ std::unique_ptr<ParallelContext> make_single_rank_context() {
   ctx->dp = std::make_unique<LocalCommunicator>(group_name("dp", ctx->coord, {D::kDP}));
   ctx->dp_ep = std::make_unique<LocalCommunicator>(group_name("dp_ep", ctx->coord, {D::kEP, D::kDP}));
   ctx->pp = std::make_unique<LocalCommunicator>(group_name("pp", ctx->coord, {D::kPP}));
+  ctx->dp_sync = std::make_unique<HierarchicalAllReduce>(*ctx->dp, 1);
+  ctx->dp_ep_sync = std::make_unique<HierarchicalAllReduce>(*ctx->dp_ep, 1);
   return ctx;
 }
 

@@ -10,11 +10,14 @@
 //   embed  — first and last pipeline stage of the same (dp, ep, tp) — tied-embedding gradient sync;
 //            null when pipeline_parallel == 1 or this rank is on neither end
 //   world  — everyone (global reductions: loss, norms, overflow flags)
+// dp_sync / dp_ep_sync all-reduce over dp / dp_ep and are hierarchical (parallel/hierarchical_all_reduce.h)
+// when the group has the same number (> 1) of members on each of several nodes; flat otherwise.
 #pragma once
 
 #include <memory>
 
 #include "comm/communicator.h"
+#include "parallel/hierarchical_all_reduce.h"
 #include "parallel/rank_grid.h"
 
 namespace moe4d {
@@ -34,6 +37,9 @@ struct ParallelContext {
   std::unique_ptr<Communicator> dp_ep;
   std::unique_ptr<Communicator> pp;
   std::unique_ptr<Communicator> embed;
+  // After the groups they reduce over (destroyed first).
+  std::unique_ptr<HierarchicalAllReduce> dp_sync;
+  std::unique_ptr<HierarchicalAllReduce> dp_ep_sync;
 
   int tp_size() const { return grid.size(ParallelDim::kTP); }
   int ep_size() const { return grid.size(ParallelDim::kEP); }

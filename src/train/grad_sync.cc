@@ -71,6 +71,14 @@ Communicator* GradSync::comm_of(ParamGroup g) const {
   return g == ParamGroup::kDense ? pc_.dp_ep.get() : pc_.dp.get();
 }
 
+HierarchicalAllReduce& GradSync::all_reduce_of(ParamGroup g) const {
+  return g == ParamGroup::kDense ? *pc_.dp_ep_sync : *pc_.dp_sync;
+}
+
+void GradSync::poll() {
+  for (InFlight& f : in_flight_) f.work->test();
+}
+
 DType GradSync::wire_type() const {
   switch (options_.compression) {
     case GradCompression::kNone: return DType::kF32;
@@ -100,6 +108,7 @@ void GradSync::begin() {
 
 void GradSync::on_layer_ready(int layer) {
   if (sharded() || !reduce_) return;
+  poll();
   for (int index : layout_.buckets_of_layer(layer)) {
     Bucket& b = buckets_[index];
     if (--b.pending == 0 && options_.overlap) launch(index);
@@ -152,7 +161,7 @@ void GradSync::launch(int index) {
   if (!sharded()) {
     if (ranks == 1) return;
     if (wire == DType::kF32) {
-      in_flight_.push_back({index, -1, b.comm->all_reduce_async(flat, z.numel(), DType::kF32, ReduceOp::kSum)});
+      in_flight_.push_back({index, -1, all_reduce_of(z.group).all_reduce_async(flat, z.numel(), DType::kF32)});
     } else {
       auto staged = [&] {
         return std::count_if(in_flight_.begin(), in_flight_.end(), [](const InFlight& f) { return f.staging >= 0; });
@@ -160,7 +169,7 @@ void GradSync::launch(int index) {
       while (staged() >= kMaxInFlight) complete_oldest();
       const int s = acquire_staging(z.numel() * dtype_size(wire));
       to_wire(flat, z.numel(), z.numel(), wire, staging_[s].data());
-      in_flight_.push_back({index, s, b.comm->all_reduce_async(staging_[s].data(), z.numel(), wire, ReduceOp::kSum)});
+      in_flight_.push_back({index, s, all_reduce_of(z.group).all_reduce_async(staging_[s].data(), z.numel(), wire)});
     }
     payload_bytes_ += int64_t(z.numel() * dtype_size(wire));
     return;

@@ -8,6 +8,11 @@
 // zero_stage 0 / 1: the full gradients accumulate over the micro-batches in the ParamStore; during
 // the last micro-batch's backward the executor reports each layer whose gradients are final, and a
 // bucket is all-reduced asynchronously as soon as all its layers are (overlap), or after backward.
+// The all-reduces go through ParallelContext::dp_ep_sync / dp_sync: hierarchical (intra-node
+// reduce-scatter, inter-node all-reduce, intra-node all-gather) when the group spans nodes with the
+// same number of ranks on each; its stages advance when the executor reports a layer (poll()).
+// ZeRO-2/3's reduce-scatters stay flat over the group (each rank's slice must be the one its
+// optimizer shard owns, which a node-aware reduce-scatter would permute).
 // zero_stage 2 / 3: every micro-batch's backward reports its layers through the Transformer's layer
 // hooks (on_layer_backward); a finished bucket is copied to a staging buffer, its range of the flat
 // gradient buffer is released (zeroed, pages returned: train/zero_memory.h) and the staging buffer
@@ -106,6 +111,8 @@ class GradSync {
     std::unique_ptr<Work> work;
   };
   Communicator* comm_of(ParamGroup g) const;
+  HierarchicalAllReduce& all_reduce_of(ParamGroup g) const;
+  void poll();  // drive the in-flight reductions (a hierarchical one starts its next stage)
   DType wire_type() const;
   void launch(int index);
   void complete_oldest();

@@ -30,6 +30,10 @@ CommSnapshot snapshot(ParallelContext& pc) {
   s.ep = pc.ep->stats();
   s.dp = pc.dp->stats();
   s.dp.add(pc.dp_ep->stats());
+  for (HierarchicalAllReduce* sync : {pc.dp_sync.get(), pc.dp_ep_sync.get()}) {
+    if (!sync) continue;
+    for (Communicator* stage : sync->stage_communicators()) s.dp.add(stage->stats());
+  }
   s.pp = pc.pp->stats();
   if (pc.embed) s.pp.add(pc.embed->stats());
   s.other = pc.world->stats();

@@ -24,6 +24,7 @@ struct RunResult {
   std::vector<double> losses, aux, grad_norms;
   std::map<std::string, FullTensor> params;  // full tensors, on world rank 0
   int64_t all_to_all_calls = 0;              // on this rank's EP group during the run
+  int64_t intra_node_reduce_scatters = 0;    // of the hierarchical dense gradient all-reduce (0: flat)
 };
 
 inline RunResult train_steps(const Config& config, ParallelContext& pc, int steps) {
@@ -37,6 +38,8 @@ inline RunResult train_steps(const Config& config, ParallelContext& pc, int step
     r.grad_norms.push_back(s.grad_norm);
   }
   r.all_to_all_calls = pc.ep->stats()[CommOp::kAllToAllV].calls - calls_before;
+  if (pc.dp_ep_sync->is_hierarchical())
+    r.intra_node_reduce_scatters = pc.dp_ep_sync->intra_node()->stats()[CommOp::kReduceScatter].calls;
   r.params = trainer.gather_parameters();
   return r;
 }

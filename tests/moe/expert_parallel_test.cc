@@ -247,7 +247,9 @@ TEST_P(BlockEquivalence, ReproducesSingleRankBlock) {
   ModelConfig cfg = test::moe_test_config();
   cfg.moe.capacity_factor = c.capacity_factor;
   const MoeLayerStats stats = expect_block_matches_single_rank(*pc, cfg, c.layout.chunks, c.recompute);
-  if (c.capacity_factor) EXPECT_GT(stats.dropped_slots, 0) << "the capacity should bind in this case";
+  if (c.capacity_factor) {
+    EXPECT_GT(stats.dropped_slots, 0) << "the capacity should bind in this case";
+  }
 }
 
 // Slicing changes when rows travel, not what any expert computes: each expert sees the same rows in

@@ -56,6 +56,27 @@ TEST(HierarchicalAllReduce, WorldOnSimulatedNodes) {
   run_all(*world, hier);
 }
 
+// Gradient buckets: several reductions in flight, polled in a rank-dependent pattern and waited for
+// newest first; each stage must still start in the same order on every rank, and every result match.
+TEST(HierarchicalAllReduce, ManyInFlightPolledDifferentlyOnEachRank) {
+  auto world = MpiCommunicator::world(CommOptions{60.0});
+  HierarchicalAllReduce hier(*world, 2);
+  const std::vector<size_t> counts = {5, 100000, 3, 4097, 250000, 1, 77777, 12};
+  std::vector<std::vector<float>> flat(counts.size()), mine(counts.size());
+  std::vector<std::unique_ptr<Work>> works;
+  for (size_t k = 0; k < counts.size(); ++k) {
+    for (size_t i = 0; i < counts[k]; ++i) flat[k].push_back(value(world->rank() + int(k), i));
+    mine[k] = flat[k];
+    world->all_reduce(flat[k].data(), counts[k], DType::kF32);
+  }
+  for (size_t k = 0; k < counts.size(); ++k) {
+    works.push_back(hier.all_reduce_async(mine[k].data(), counts[k], DType::kF32));
+    for (int poll = 0; poll < (world->rank() * 7 + int(k) * 3) % 5; ++poll) works[(k + world->rank()) % works.size()]->test();
+  }
+  for (size_t k = counts.size(); k-- > 0;) works[k]->wait();
+  for (size_t k = 0; k < counts.size(); ++k) EXPECT_EQ(mine[k], flat[k]) << "reduction " << k;
+}
+
 TEST(HierarchicalAllReduce, GridGroupsFallBackWhenFlatIsAsGood) {
   if (world_size() != 4) GTEST_SKIP() << "needs 4 ranks";
   ParallelConfig config;

@@ -18,11 +18,13 @@ namespace {
 struct Layout {
   int dp = 1, ep = 1, tp = 1, pp = 1;
   RecomputeGranularity recompute = RecomputeGranularity::kNone;
+  int ranks_per_node = 0;  // > 0: local_worker_num, simulated nodes of that many ranks
   std::string name() const {
     std::string n = "dp" + std::to_string(dp) + "_ep" + std::to_string(ep) + "_tp" + std::to_string(tp) + "_pp" +
                     std::to_string(pp);
     if (recompute == RecomputeGranularity::kFull) n += "_recompute_full";
     if (recompute == RecomputeGranularity::kSelective) n += "_recompute_selective";
+    if (ranks_per_node > 0) n += "_nodes_of_" + std::to_string(ranks_per_node);
     return n;
   }
   int size() const { return dp * ep * tp * pp; }
@@ -40,7 +42,13 @@ TEST_P(Equivalence, ReproducesSingleRankRun) {
   config.parallel.pipeline_parallel = layout.pp;
   config.parallel.recompute = layout.recompute;
   config.parallel.collective_timeout = 120;
-  test::expect_equivalent(test::run_equivalence(config, 20));
+  config.parallel.local_worker_num = layout.ranks_per_node;
+  const test::EquivalenceRun run = test::run_equivalence(config, 20);
+  test::expect_equivalent(run);
+  // Nodes of 2 ranks: the dense gradients (DP x EP group of 4) take the hierarchical all-reduce.
+  if (layout.ranks_per_node == 2) {
+    EXPECT_GT(run.run.intra_node_reduce_scatters, 0);
+  }
 }
 
 // A TP2 run's checkpoint (shards gathered into full tensors) equals the single-rank run's checkpoint.
@@ -96,6 +104,8 @@ const Layout kFourRanks[] = {
     {.dp = 2, .ep = 2},
     {.ep = 2, .tp = 2},
     {.ep = 2, .tp = 2, .recompute = RecomputeGranularity::kSelective},
+    {.dp = 4, .ranks_per_node = 2},
+    {.dp = 2, .ep = 2, .ranks_per_node = 2},
 };
 
 auto layout_name = [](const ::testing::TestParamInfo<Layout>& info) { return info.param.name(); };
