@@ -21,6 +21,7 @@ void add_plan_command(CLI::App& app) {
     int seq_length = 0;
     int top = 10;
     int explain = 0;
+    double expert_imbalance = 1;
     bool show_rejected = false;
   };
   auto flags = std::make_shared<Flags>();
@@ -45,7 +46,11 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--export", flags->export_format,
                   "print the chosen layout (--layout, --explain RANK, or the best) as moe4d, mindformers or megatron");
   CLI::Option* explain = cmd->add_option("--explain", flags->explain, "full breakdown of row RANK of the table");
-  cmd->callback([flags, global_batch, seq_length, explain] {
+  CLI::Option* imbalance = cmd->add_option(
+      "--expert-imbalance", flags->expert_imbalance,
+      "routed rows of the busiest EP rank over the balanced share (>= 1; e.g. 1.3 measured from a run's "
+      "tokens_per_expert); default: balanced routing");
+  cmd->callback([flags, global_batch, seq_length, explain, imbalance] {
     PlanRequest request;
     request.model = flags->model;
     request.cluster = flags->cluster;
@@ -62,6 +67,7 @@ void add_plan_command(CLI::App& app) {
     request.export_format = flags->export_format;
     if (explain->count() > 0 && flags->explain < 1) fail("--explain {}: expected a rank >= 1", flags->explain);
     request.explain = flags->explain;
+    if (imbalance->count() > 0) request.expert_imbalance = flags->expert_imbalance;
     const std::string out = run_plan(request);
     std::fwrite(out.data(), 1, out.size(), stdout);
   });

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "config/config_loader.h"
@@ -107,6 +108,28 @@ TEST(Planner, EvaluatesAUserLayoutAndNamesItsBottleneck) {
   EXPECT_EQ(error_of([&] { run_plan(r); }),
             "layout dp=16,ep=1,tp=4,pp=1,mbs=1,mb=16,schedule=interleaved,v=2,recompute=none,zero=0,order=tp-ep-dp-pp "
             "cannot run: the interleaved schedule needs pp >= 2");
+}
+
+// --expert-imbalance: the busiest EP rank's expert GEMMs, activations and all-to-all grow; a layout
+// without expert parallelism is unaffected; a value below 1 is refused.
+TEST(Planner, ExpertImbalanceSlowsTheBusiestExpertRank) {
+  PlanRequest r = articles_request();
+  r.json = true;
+  auto evaluate = [&](const std::string& layout, std::optional<double> imbalance) {
+    r.layout = layout;
+    r.expert_imbalance = imbalance;
+    return nlohmann::json::parse(run_plan(r));
+  };
+  const std::string ep8 = "dp=2,ep=8,tp=4,pp=1,mb=16";
+  const nlohmann::json balanced = evaluate(ep8, std::nullopt), skewed = evaluate(ep8, 1.5);
+  EXPECT_GT(skewed["time"]["compute_seconds"].get<double>(), balanced["time"]["compute_seconds"].get<double>());
+  EXPECT_GT(skewed["time"]["ep_comm_total_seconds"].get<double>(), balanced["time"]["ep_comm_total_seconds"].get<double>());
+  EXPECT_GT(skewed["memory"]["activations_bytes"].get<double>(), balanced["memory"]["activations_bytes"].get<double>());
+  const std::string ep1 = "dp=16,ep=1,tp=4,pp=1,mb=16";
+  EXPECT_EQ(evaluate(ep1, 1.5)["time"]["step_seconds"], evaluate(ep1, std::nullopt)["time"]["step_seconds"]);
+  r.json = false;
+  r.expert_imbalance = 0.5;
+  EXPECT_EQ(error_of([&] { run_plan(r); }).rfind("--expert-imbalance 0.5: expected", 0), 0u);
 }
 
 TEST(Planner, ExplainShowsOneRowInFull) {
