@@ -12,11 +12,13 @@
 #include "comm/mpi_progress_engine.h"
 #include "comm/mpi_reduce_ops.h"
 #include "core/error.h"
+#include "core/cycle_clock.h"
 #include "core/log.h"
 
 namespace moe4d {
 
-using Clock = std::chrono::steady_clock;
+// Statistics stamp every call: the cheap clock (its time points are steady_clock's).
+using Clock = CycleClock;
 
 // How often a waiting rank answers census queries (and the watchdog checks blocking calls).
 constexpr auto kCensusServeInterval = std::chrono::milliseconds(10);
@@ -247,7 +249,8 @@ std::unique_ptr<Work> MpiCommunicator::all_to_all_v_async(const void* send, cons
                                                           const size_t* recv_counts, const size_t* recv_displs,
                                                           DType dtype) {
   // Layout: [send counts | send displs | recv counts | recv displs], each size_ ints.
-  std::vector<int> arrays(4 * static_cast<size_t>(size_));
+  std::vector<int>& arrays = alltoallv_arrays_;  // reused: no allocation per call
+  arrays.resize(4 * static_cast<size_t>(size_));
   size_t sent = 0;
   for (int r = 0; r < size_; ++r) {
     arrays[r] = to_count(send_counts[r], "all_to_all_v");
@@ -357,7 +360,8 @@ void MpiCommunicator::all_gather(const void* send, void* recv, size_t send_count
 
 void MpiCommunicator::all_to_all_v(const void* send, const size_t* send_counts, const size_t* send_displs, void* recv,
                                    const size_t* recv_counts, const size_t* recv_displs, DType dtype) {
-  std::vector<int> arrays(4 * static_cast<size_t>(size_));
+  std::vector<int>& arrays = alltoallv_arrays_;  // reused: no allocation per call
+  arrays.resize(4 * static_cast<size_t>(size_));
   size_t sent = 0;
   for (int r = 0; r < size_; ++r) {
     arrays[r] = to_count(send_counts[r], "all_to_all_v");

@@ -137,6 +137,7 @@ class MpiCommunicator final : public Communicator, private MpiWatchdog::Client {
   // Per CommOp: the latest completion already counted as busy, so that operations in flight at the
   // same time count their common wall time once.
   std::chrono::steady_clock::time_point busy_frontier_[static_cast<int>(CommOp::kCount)] = {};
+  std::vector<int> alltoallv_arrays_;  // int counts and displacements of the blocking all_to_all_v
 };
 
 }  // namespace moe4d
