@@ -2,6 +2,7 @@
 // trained on a synthetic token shard so the benchmarks need no prepared corpus.
 #pragma once
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,19 @@ inline std::string write_bench_shard(const std::string& path) {
   std::vector<int> ids(400000);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = int(mix64(i) % 4096);
   write_token_shard(path, ids, 4096, "bytes", 1);
+  return path;
+}
+
+// `tokens` Zipf-distributed ids of a `vocab` vocabulary (id v with weight 1 / (v + 1)), the same
+// content on every call: ranks may each write their own copy.
+inline std::string write_zipf_shard(const std::string& path, int vocab, int tokens) {
+  std::mt19937 gen(7);
+  std::vector<double> weights(vocab);
+  for (int v = 0; v < vocab; ++v) weights[v] = 1.0 / (v + 1);
+  std::discrete_distribution<int> zipf(weights.begin(), weights.end());
+  std::vector<int> ids(tokens);
+  for (int& id : ids) id = zipf(gen);
+  write_token_shard(path, ids, vocab, "bytes", 1);
   return path;
 }
 

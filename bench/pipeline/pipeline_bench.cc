@@ -22,24 +22,22 @@
 //   about one layer: equal stages, the formula's assumption (interleaved is then skipped: its
 //   chunks are equal by construction).
 //   With more ranks than cores (P = 4 on 2 cores) stages share cores: the "oversubscribed" flag says so.
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "../../tests/common/temp_dir.h"
+#include "../common/bench_configs.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_runtime.h"
 #include "config/config_loader.h"
 #include "core/error.h"
-#include "data/token_shard_writer.h"
 #include "train/pipeline_schedule.h"
 #include "train/trainer.h"
 
@@ -122,18 +120,6 @@ PipelineSchedule schedule_of(const std::string& name) {
   moe4d::fail("pipeline_bench: unknown schedule '{}', expected gpipe, 1f1b or interleaved", name);
 }
 
-// Zipf-distributed ids (every rank writes the same file content to its own path).
-std::string write_shard(const std::string& path, int vocab, int tokens) {
-  std::mt19937 gen(7);
-  std::vector<double> weights(vocab);
-  for (int v = 0; v < vocab; ++v) weights[v] = 1.0 / (v + 1);
-  std::discrete_distribution<int> zipf(weights.begin(), weights.end());
-  std::vector<int> ids(tokens);
-  for (int& id : ids) id = zipf(gen);
-  moe4d::write_token_shard(path, ids, vocab, "bytes", 1);
-  return path;
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
@@ -196,12 +182,10 @@ int main(int argc, char** argv) {
   const Args args = parse(argc, argv);
   const int p = mpi.world_size(), rank = mpi.world_rank();
   json out;
-  std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("moe4d_pipeline_bench_" + std::to_string(getpid()));
+  const moe4d::test::TempDir dir("moe4d_pipeline_bench");
   try {
     Config base = moe4d::load_config(args.config);
-    std::filesystem::create_directories(dir);
-    base.data.train = write_shard((dir / "train.bin").string(), base.model.vocab_size, 400000);
+    base.data.train = moe4d::bench::write_zipf_shard(dir.file("train.bin"), base.model.vocab_size, 400000);
     base.data.valid.clear();
     base.checkpoint.dir.clear();
     base.train.eval_interval = 0;
@@ -285,10 +269,8 @@ int main(int argc, char** argv) {
     }
   } catch (const moe4d::Error& e) {
     std::fprintf(stderr, "pipeline_bench: error (rank %d): %s\n", rank, e.what());
-    std::filesystem::remove_all(dir);
     return 2;
   }
-  std::filesystem::remove_all(dir);
   if (rank == 0) std::printf("%s\n", out.dump(2).c_str());
   return 0;
 }

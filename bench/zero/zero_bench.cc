@@ -17,19 +17,18 @@
 
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
-#include <random>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "../../tests/common/temp_dir.h"
+#include "../common/bench_configs.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_runtime.h"
 #include "config/config_loader.h"
 #include "core/error.h"
-#include "data/token_shard_writer.h"
 #include "train/trainer.h"
 
 namespace {
@@ -74,17 +73,6 @@ Args parse(int argc, char** argv) {
     }
   }
   return a;
-}
-
-std::string write_shard(const std::string& path, int vocab, int tokens) {
-  std::mt19937 gen(7);
-  std::vector<double> weights(vocab);
-  for (int v = 0; v < vocab; ++v) weights[v] = 1.0 / (v + 1);
-  std::discrete_distribution<int> zipf(weights.begin(), weights.end());
-  std::vector<int> ids(tokens);
-  for (int& id : ids) id = zipf(gen);
-  moe4d::write_token_shard(path, ids, vocab, "bytes", 1);
-  return path;
 }
 
 // VmRSS / VmHWM of this process in bytes (/proc/self/status).
@@ -181,12 +169,11 @@ int main(int argc, char** argv) {
   // Large buffers straight from mmap, returned on free: each stage's resident set starts clean.
   mallopt(M_MMAP_THRESHOLD, 64 * 1024);
   json out;
-  std::filesystem::path dir = std::filesystem::temp_directory_path() / ("moe4d_zero_bench_" + std::to_string(getpid()));
+  const moe4d::test::TempDir dir("moe4d_zero_bench");
   try {
     Config base = moe4d::load_config(args.config);
-    std::filesystem::create_directories(dir);
     base.model.seq_length = args.seq;
-    base.data.train = write_shard((dir / "train.bin").string(), base.model.vocab_size, 200000);
+    base.data.train = moe4d::bench::write_zipf_shard(dir.file("train.bin"), base.model.vocab_size, 200000);
     base.data.valid.clear();
     base.checkpoint.dir.clear();
     base.train.eval_interval = 0;
@@ -217,10 +204,8 @@ int main(int argc, char** argv) {
     out["stages"] = stages;
   } catch (const moe4d::Error& e) {
     std::fprintf(stderr, "zero_bench: error (rank %d): %s\n", rank, e.what());
-    std::filesystem::remove_all(dir);
     return 2;
   }
-  std::filesystem::remove_all(dir);
   if (rank == 0) std::printf("%s\n", out.dump(2).c_str());
   return 0;
 }
