@@ -517,12 +517,34 @@ class MapWriter {
   YAML::Emitter& out_;
 };
 
+// The 1-based line of the marker ('---' or '...') that ends the first document: the first such
+// line after some content. Falls back to where yaml-cpp saw the second document begin.
+int second_document_line(const std::string& text, const YAML::Node& second) {
+  std::istringstream in(text);
+  std::string line;
+  bool content = false;
+  for (int number = 1; std::getline(in, line); ++number) {
+    const bool marker = (line.rfind("---", 0) == 0 || line.rfind("...", 0) == 0) &&
+                        (line.size() == 3 || line[3] == ' ' || line[3] == '\t' || line[3] == '\r');
+    if (marker && content) return number;
+    const size_t first = line.find_first_not_of(" \t\r");
+    if (!marker && first != std::string::npos && line[first] != '#' && line[first] != '%') content = true;
+  }
+  return second.Mark().line >= 0 ? second.Mark().line + 1 : 1;
+}
+
 }  // namespace
 
 Config parse_config(const std::string& yaml_text, const std::string& source_name) {
   YAML::Node root;
   try {
-    root = YAML::Load(yaml_text);
+    // yaml-cpp's Load would keep the first document only and silently drop the rest of the file.
+    std::vector<YAML::Node> documents = YAML::LoadAll(yaml_text);
+    if (documents.size() > 1)
+      fail("{}:{}: a second YAML document starts here, expected one document (remove the '---' or '...' line; "
+           "everything after it would be ignored)",
+           source_name, second_document_line(yaml_text, documents[1]));
+    if (!documents.empty()) root = documents[0];
   } catch (const YAML::ParserException& e) {
     fail("{}:{}:{}: invalid YAML: {}", source_name, e.mark.line + 1, e.mark.column + 1, e.msg);
   }
