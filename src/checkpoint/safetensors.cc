@@ -182,7 +182,9 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
       }
       continue;
     }
-    const auto bad = [&](const std::string& what) { fail("{}: tensor '{}': {}", path, name, what); };
+    const auto bad = [&, tensor = std::string(name)](const std::string& what) {
+      fail("{}: tensor '{}': {}", path, tensor, what);
+    };
     if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
       bad("expected an object with dtype, shape and data_offsets");
     DType dtype{};

@@ -5,6 +5,7 @@
 #include <omp.h>
 #endif
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <new>
@@ -65,7 +66,8 @@ RankMemory job_memory_per_rank(const Config& config) {
     MPI_Comm_size(node, &ranks_per_node);
     MPI_Comm_free(&node);
   }
-  RankMemory memory = this_machine_memory(ranks_per_node);
+  // A local_worker_num above the world size cannot share one node's memory more thinly than that.
+  RankMemory memory = this_machine_memory(std::min(ranks_per_node, std::max(1, config.parallel.world_size())));
   double smallest = memory.bytes;
   MPI_Allreduce(&memory.bytes, &smallest, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
   if (smallest < memory.bytes) memory.description += ", less on another node of the job";

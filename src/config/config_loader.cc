@@ -517,20 +517,30 @@ class MapWriter {
   YAML::Emitter& out_;
 };
 
-// The 1-based line of the marker ('---' or '...') that ends the first document: the first such
-// line after some content. Falls back to where yaml-cpp saw the second document begin.
-int second_document_line(const std::string& text, const YAML::Node& second) {
+// The 1-based line of a document marker that ends the first document, or 0. A marker is '---' or
+// '...' at the start of a line, alone or followed by a space (YAML forbids both inside scalars of a
+// document, so a text scan finds exactly them); before any content it only opens the first document,
+// and a '...' with nothing but comments after it only closes it. The text is scanned rather than
+// asking yaml-cpp's LoadAll, which loops without end on some malformed input.
+int second_document_line(const std::string& text) {
   std::istringstream in(text);
   std::string line;
   bool content = false;
+  int end_marker = 0;
   for (int number = 1; std::getline(in, line); ++number) {
     const bool marker = (line.rfind("---", 0) == 0 || line.rfind("...", 0) == 0) &&
                         (line.size() == 3 || line[3] == ' ' || line[3] == '\t' || line[3] == '\r');
-    if (marker && content) return number;
     const size_t first = line.find_first_not_of(" \t\r");
-    if (!marker && first != std::string::npos && line[first] != '#' && line[first] != '%') content = true;
+    const bool has_content = first != std::string::npos && line[first] != '#' && line[first] != '%';
+    if (marker) {
+      if (content && line[0] == '-') return number;
+      if (content && end_marker == 0) end_marker = number;
+      continue;
+    }
+    if (has_content && end_marker > 0) return end_marker;
+    if (has_content) content = true;
   }
-  return second.Mark().line >= 0 ? second.Mark().line + 1 : 1;
+  return 0;
 }
 
 }  // namespace
@@ -538,16 +548,15 @@ int second_document_line(const std::string& text, const YAML::Node& second) {
 Config parse_config(const std::string& yaml_text, const std::string& source_name) {
   YAML::Node root;
   try {
-    // yaml-cpp's Load would keep the first document only and silently drop the rest of the file.
-    std::vector<YAML::Node> documents = YAML::LoadAll(yaml_text);
-    if (documents.size() > 1)
-      fail("{}:{}: a second YAML document starts here, expected one document (remove the '---' or '...' line; "
-           "everything after it would be ignored)",
-           source_name, second_document_line(yaml_text, documents[1]));
-    if (!documents.empty()) root = documents[0];
+    root = YAML::Load(yaml_text);
   } catch (const YAML::ParserException& e) {
     fail("{}:{}:{}: invalid YAML: {}", source_name, e.mark.line + 1, e.mark.column + 1, e.msg);
   }
+  // yaml-cpp's Load keeps the first document only and would silently drop the rest of the file.
+  if (const int line = second_document_line(yaml_text))
+    fail("{}:{}: a second YAML document starts here, expected one document (remove the '---' or '...' line; "
+         "everything after it would be ignored)",
+         source_name, line);
   ConfigReader reader(source_name);
   Config config;
   config.source = source_name;

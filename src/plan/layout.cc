@@ -142,7 +142,8 @@ Layout finish_layout(Layout l, int64_t mb, int64_t mbs, bool have_v, int64_t glo
   if (mbs > kIntMax)
     fail("{} {}: a micro-batch of {} sequences ({} / {} replicas / {} micro-batches) is more than {} sequences; "
          "raise {} or lower {}",
-         k.global_batch, global_batch, mbs, global_batch, replicas, mb, kIntMax, k.mb, k.global_batch);
+         k.global_batch, global_batch, mbs, global_batch, replicas, mb, kIntMax,
+         std::string(k.mb).substr(0, std::string(k.mb).size() - 1), k.global_batch);
   if (mb > kIntMax)
     fail("{} {}: more than {} micro-batches per data replica; lower {}", k.global_batch, global_batch, kIntMax,
          k.global_batch);

@@ -86,6 +86,19 @@ MemoryBreakdown config_memory_per_rank(const Config& config) {
 }
 
 void check_memory_fits(const Config& config, const RankMemory& available) {
+  // For very deep configs a lower bound first, in O(1): the model walks every layer, which for a
+  // config with billions of layers would take longer than the answer deserves. The attention weights of one rank's layers
+  // with their gradients and AdamW state (16 bytes a parameter, sharded as far as ZeRO can).
+  const ModelConfig& model = config.model;
+  const ParallelConfig& p = config.parallel;
+  const double shards = p.zero_stage >= 1 ? static_cast<double>(p.data_parallel) * p.expert_parallel : 1.0;
+  const double floor = static_cast<double>(model.num_layers) / p.pipeline_parallel * 4.0 * model.hidden_size *
+                       model.hidden_size / p.tensor_parallel * 16.0 / shards;
+  if (model.num_layers > 65536 && floor > available.bytes)
+    fail("{}: the layout needs at least {} per rank (the attention weights of model.num_layers {} with gradients and "
+         "optimizer state alone), this machine has {} ({}); try a smaller model.num_layers or model.hidden_size, or "
+         "more pipeline_parallel / tensor_parallel ranks",
+         config.source, gib(floor), model.num_layers, gib(available.bytes), available.description);
   const MemoryBreakdown m = config_memory_per_rank(config);
   if (m.total() <= available.bytes) return;
   fail("{}: the layout needs {} per rank (weights, gradients and optimizer state {}, activations and workspace {}), "

@@ -59,7 +59,8 @@ YAML
 if [ "$case" = clean ]; then
   touch -d '-1 minute' "$dir/data/train.bin" "$dir/data/valid.bin"  # old enough to be marked verified
   for run in 1 2; do
-    "$moe4d" train "$dir/config.yaml" --quiet >"$dir/train$run.log" 2>&1 || { echo "run $run failed:"; cat "$dir/train$run.log"; exit 1; }
+    "$moe4d" train "$dir/config.yaml" --quiet >"$dir/train$run.log" 2>&1 ||
+      { echo "run $run failed:"; cat "$dir/train$run.log"; exit 1; }
   done
   [ -f "$dir/data/train.bin.verified" ] || { echo "no verified marker next to train.bin"; exit 1; }
   echo "ok: clean data trains; marker $(cat "$dir/data/train.bin.verified")"

@@ -106,8 +106,25 @@ TEST_F(SizeLimitsTest, MultiDocumentYamlIsRefusedAtTheMarker) {
   expect_one_line_error([&] { parse_config(text, "two.yaml"); },
                         {"two.yaml:" + std::to_string(marker_line) + ": a second YAML document", "'---'"});
   expect_one_line_error([&] { parse_config(base_ + "...\nsteps: 3\n", "end.yaml"); }, {"end.yaml:", "second YAML"});
-  // A leading '---' and comments before it are one document, as is a trailing comment.
+  // A leading '---' and comments before it are one document, as is a trailing comment, and an
+  // end marker with nothing after it; an indented '---' is text inside the document.
   EXPECT_NO_THROW(parse_config("# config\n---\n" + base_ + "# end\n", "one.yaml"));
+  EXPECT_NO_THROW(parse_config(base_ + "...\n# end\n", "one.yaml"));
+  EXPECT_NO_THROW(parse_config(base_ + "checkpoint:\n  dir: |\n    ---\n", "one.yaml"));
+}
+
+// Found by fuzz_config_loader: yaml-cpp's LoadAll never returned on this input (a tag before a
+// comment-like line), growing its list of documents until memory ran out.
+TEST(ConfigFuzzRegressionTest, MalformedTagDoesNotLoopForever) {
+  std::ifstream in(std::string(MOE4D_SOURCE_DIR) +
+                   "/tests/fuzz/corpus/fuzz_config_loader/regression_loadall_endless.yaml");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(text.empty());
+  try {
+    parse_config(text, "fuzz.yaml");
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fuzz.yaml"), std::string::npos) << e.what();
+  }
 }
 
 TEST(PlanLayoutMessagesTest, ConfigMicroBatchesNameTheConfigKeys) {
