@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # hostile_data.sh MOE4D WORKDIR CASE REGEX: prepares a small byte-tokenized corpus with `moe4d
-# prepare`, damages the shard, header or tokenizer as CASE says, and passes iff `moe4d train` on it
+# prepare`, damages the shard, header or tokenizer as CASE says (or, for out_of_memory, trains a
+# model too big for a limited address space), and passes iff `moe4d train` on it
 # fails with one error line matching REGEX (expect_error.sh). CASE "clean" instead expects the
 # undamaged data to train (exit 0) twice, the second time through the shard's verified marker.
 set -u
@@ -13,6 +14,7 @@ for i in $(seq 1 400); do printf "document %d: the quick brown fox %d jumps over
   { echo "prepare failed:"; cat "$dir/prepare.log"; exit 1; }
 tokenizer=bytes
 model_vocab=260
+ffn=48
 python3 - "$dir/data" "$case" <<'PY' || exit 1
 import hashlib, json, os, struct, sys
 data, case = sys.argv[1], sys.argv[2]
@@ -47,10 +49,11 @@ case $case in
   tokenizer_directory) tokenizer=$dir/data/tokenizer_dir.model ;;
   tokenizer_garbage) tokenizer=$dir/data/garbage.model ;;
   model_vocab_too_small) model_vocab=256 ;;
+  out_of_memory) ffn=1000000 ;;
   halved_num_tokens_uint32) model_vocab=70000 ;;
 esac
 cat >"$dir/config.yaml" <<YAML
-model: {vocab_size: $model_vocab, hidden_size: 32, num_layers: 1, num_heads: 4, ffn_hidden_size: 48, seq_length: 16,
+model: {vocab_size: $model_vocab, hidden_size: 32, num_layers: 1, num_heads: 4, ffn_hidden_size: $ffn, seq_length: 16,
         moe: {num_experts: 2, top_k: 1}}
 train: {global_batch_size: 2, steps: 1, log_interval: 1}
 data: {train: $dir/data/train.bin, valid: $dir/data/valid.bin, tokenizer: $tokenizer}
@@ -65,5 +68,10 @@ if [ "$case" = clean ]; then
   [ -f "$dir/data/train.bin.verified" ] || { echo "no verified marker next to train.bin"; exit 1; }
   echo "ok: clean data trains; marker $(cat "$dir/data/train.bin.verified")"
   exit 0
+fi
+if [ "$case" = out_of_memory ]; then
+  # 3 GiB of parameters and optimizer state pass the memory check on any machine with that much free
+  # memory; a 1.2 GB address-space limit makes the allocation itself fail.
+  ulimit -v 1200000
 fi
 exec "$here/expect_error.sh" "$regex" "$moe4d" train "$dir/config.yaml"
