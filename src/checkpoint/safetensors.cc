@@ -164,7 +164,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(bytes + 8, bytes + 8 + header_len);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number overflow
     fail("{}: header is not valid JSON: {}", path, e.what());
   }
   if (!header.is_object()) fail("{}: header is {}, expected a JSON object", path, header.type_name());

@@ -96,7 +96,7 @@ TokenShardHeader parse_token_shard_header(const std::string& text, const std::st
   nlohmann::json json;
   try {
     json = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number overflow
     fail("token shard header {} is not valid JSON: {}", json_path, e.what());
   }
   if (!json.is_object()) fail("token shard header {} is {}, expected a JSON object", json_path, json.type_name());
@@ -152,19 +152,29 @@ TokenShardHeader parse_token_shard_header(const std::string& text, const std::st
 namespace {
 
 // ids [0, count) of one little-endian chunk; counts those >= vocab_size and remembers the first.
+// The count is a branch-free loop the compiler vectorises; only a chunk with bad ids is searched.
 template <typename T>
 void scan_ids(const unsigned char* chunk, size_t count, int64_t base, int64_t vocab_size, TokenPayloadCheck& out) {
+  const uint64_t limit = static_cast<uint64_t>(vocab_size);
+  int64_t bad = 0;
   for (size_t i = 0; i < count; ++i) {
     T id;
     std::memcpy(&id, chunk + i * sizeof(T), sizeof(T));
-    if (static_cast<int64_t>(id) >= vocab_size) {
-      if (out.out_of_vocab == 0) {
+    bad += static_cast<uint64_t>(id) >= limit;
+  }
+  if (bad == 0) return;
+  if (out.out_of_vocab == 0) {
+    for (size_t i = 0; i < count; ++i) {
+      T id;
+      std::memcpy(&id, chunk + i * sizeof(T), sizeof(T));
+      if (static_cast<uint64_t>(id) >= limit) {
         out.first_bad_index = base + static_cast<int64_t>(i);
         out.first_bad_id = id;
+        break;
       }
-      ++out.out_of_vocab;
     }
   }
+  out.out_of_vocab += bad;
 }
 
 }  // namespace

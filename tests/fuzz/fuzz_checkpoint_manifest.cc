@@ -51,7 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   nlohmann::json state;
   try {
     state = nlohmann::json::parse(input.substr(split + 1));
-  } catch (const nlohmann::json::parse_error&) {
+  } catch (const nlohmann::json::exception&) {
     return 0;  // Checkpoint::json reports this as moe4d::Error
   }
   try {
