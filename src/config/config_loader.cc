@@ -93,6 +93,20 @@ std::optional<bool> parse_bool(std::string_view text) {
   return std::nullopt;
 }
 
+// The index of the first byte of `text` that is a control character or not part of valid UTF-8.
+std::optional<size_t> first_unprintable(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7f) return i;
+    const size_t length = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    if (length == 0 || i + length > text.size()) return i;
+    for (size_t k = 1; k < length; ++k)
+      if ((static_cast<unsigned char>(text[i + k]) >> 6) != 0x2) return i;
+    i += length;
+  }
+  return std::nullopt;
+}
+
 // Where a key was written: the path as the user spelled it (an alias stays an alias), the 1-based
 // line, and the scalar text (empty for maps and lists).
 struct KeyInfo {
@@ -253,8 +267,15 @@ class Section {
     if (!value) fail_type(key, "true or false", text);
     out = *value;
   }
+  // Strings are paths and names: control characters and invalid UTF-8 are refused (they would not
+  // survive config_to_yaml, which echoes the config into checkpoints; found by fuzz_config_loader).
   void read_as(const std::string& key, const std::string& canonical, std::string& out) {
     out = scalar(key, canonical, "a string");
+    if (const auto bad = first_unprintable(out))
+      reader_.fail_at(line(key), child(key),
+                      fmt::format("byte {} (0x{:02x}) is a control character or not UTF-8, expected printable UTF-8 "
+                                  "text",
+                                  *bad, static_cast<unsigned char>(out[*bad])));
   }
   void read_as(const std::string& key, const std::string& canonical, std::optional<double>& out) {
     if (node(key).IsNull()) {

@@ -110,7 +110,24 @@ TEST_F(SizeLimitsTest, MultiDocumentYamlIsRefusedAtTheMarker) {
   // end marker with nothing after it; an indented '---' is text inside the document.
   EXPECT_NO_THROW(parse_config("# config\n---\n" + base_ + "# end\n", "one.yaml"));
   EXPECT_NO_THROW(parse_config(base_ + "...\n# end\n", "one.yaml"));
-  EXPECT_NO_THROW(parse_config(base_ + "checkpoint:\n  dir: |\n    ---\n", "one.yaml"));
+  EXPECT_NO_THROW(parse_config(base_ + "checkpoint:\n  dir: |-\n    ---\n", "one.yaml"));
+}
+
+// Found by fuzz_config_loader: a path with control bytes and invalid UTF-8 did not survive
+// config_to_yaml -> parse_config (the echo of the config in every checkpoint).
+TEST(ConfigFuzzRegressionTest, StringsAreRefusedUnlessPrintableUtf8) {
+  std::ifstream in(std::string(MOE4D_SOURCE_DIR) +
+                   "/tests/fuzz/corpus/fuzz_config_loader/regression_roundtrip_control_bytes.yaml");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(text.empty());
+  expect_one_line_error([&] { parse_config(text, "fuzz.yaml"); }, {"fuzz.yaml:", "data.train: byte", "UTF-8"});
+  const std::string ok = "model: {vocab_size: 64, hidden_size: 32, num_layers: 1, num_heads: 4, ffn_hidden_size: 48, "
+                         "seq_length: 16}\ntrain: {global_batch_size: 2, steps: 1}\ndata: {train: \"d\u00e4ta/\u65e5\u672c.bin\"}\n";
+  const Config c = parse_config(ok, "utf8.yaml");
+  EXPECT_EQ(c.data.train, "d\u00e4ta/\u65e5\u672c.bin");
+  EXPECT_EQ(parse_config(config_to_yaml(c), "utf8.yaml"), c);
+  expect_one_line_error([&] { parse_config(std::string(ok).replace(ok.find("d\u00e4"), 1, "\\t"), "tab.yaml"); },
+                        {"tab.yaml:3: data.train: byte 0 (0x09)"});
 }
 
 // Found by fuzz_config_loader: yaml-cpp's LoadAll never returned on this input (a tag before a
