@@ -140,7 +140,9 @@ TEST(ZeroLayout, BucketsNeverExceedTheSizeAndSplitLargeParameters) {
     const ZeroLayout layout = layout_for(m, by_count(n), 2, 0, 2, 0);
     for (ParamGroup g : {ParamGroup::kDense, ParamGroup::kExpert}) {
       const size_t target = (m.params.flat_size(g) + n - 1) / n;
-      EXPECT_LE(layout.largest_bucket(g), (target + 15) / 16 * 16);
+      EXPECT_GE(layout.bucket_elements(g), target);
+      EXPECT_LT(layout.bucket_elements(g), target + 1024) << "rounded up to at most a page of floats";
+      EXPECT_LE(layout.largest_bucket(g), layout.bucket_elements(g));
     }
   }
   // Megatron-Core's default: max(40M, 1M x group size).
