@@ -77,6 +77,8 @@ MemoryBreakdown config_memory_per_rank(const Config& config) {
   ctx.setup.precision = config.train.precision;
   ctx.setup.grad_compression = config.train.grad_compression;
   ctx.setup.grad_buckets = config.parallel.gradient_aggregation_group;
+  ctx.setup.grad_bucket_size = config.parallel.grad_bucket_size;
+  ctx.setup.zero3_prefetch_buckets = config.parallel.zero3_prefetch_buckets;
   ctx.setup.overlap_grad_reduce = config.parallel.overlap_grad_reduce;
   ctx.cluster.name = "this machine";
   ctx.cluster.devices_per_node = config.parallel.world_size();
