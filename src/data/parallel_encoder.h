@@ -3,7 +3,8 @@
 // `prepare` reads and splits documents on its own thread and hands them over in batches; workers
 // encode them (each document followed by the end-of-sequence id) and the results come back in
 // submission order, so the output does not depend on the number of workers. At most
-// 2 x workers batches are in flight: submit() blocks beyond that, which bounds memory.
+// 2 x workers batches are in flight: the caller takes a result (next with wait) while full(),
+// which bounds memory.
 // workers == 1 encodes inline on the caller's thread.
 //
 // One thread calls submit() and next(); the Tokenizer must be safe for concurrent const calls
@@ -43,6 +44,7 @@ class ParallelEncoder {
   // (or nothing is in flight). Rethrows an exception a worker hit.
   bool next(EncodedBatch& out, bool wait);
   int64_t in_flight() const;
+  bool full() const { return in_flight() >= 2 * int64_t(workers_); }
 
  private:
   EncodedBatch encode(const std::vector<std::string>& documents) const;
@@ -52,7 +54,7 @@ class ParallelEncoder {
   const int workers_;
   const bool check_utf8_;
   mutable std::mutex mutex_;
-  std::condition_variable work_ready_, result_ready_, space_ready_;
+  std::condition_variable work_ready_, result_ready_;
   std::deque<std::pair<int64_t, std::vector<std::string>>> queue_;
   std::map<int64_t, EncodedBatch> done_;
   std::exception_ptr error_;

@@ -113,8 +113,12 @@ std::vector<std::string> sample_bpe_lines(const std::vector<std::string>& files,
     chosen.push_back(std::move(const_cast<Sampled&>(kept.top())));
     kept.pop();
   }
-  // A small corpus's split is decided by the minimum count rule, which may hold out more.
-  if (documents >= 2 && !split.streaming(documents) && documents > split.min_valid()) {
+  const CorpusCounts counts = stream.counts();
+  if (documents == 0)
+    fail("corpus is empty: {} input files ({} bytes) hold no documents", counts.files, counts.file_bytes);
+  // A small corpus's split is decided by the minimum count rule, which may hold out more (and
+  // rejects a corpus too small to split before any training time is spent).
+  if (!split.streaming(documents)) {
     std::vector<bool> is_valid = split.small_corpus(documents);
     std::erase_if(chosen, [&](const Sampled& s) { return is_valid[size_t(s.index)]; });
   }
@@ -272,8 +276,9 @@ PrepareSummary prepare_corpus(const PrepareOptions& options) {
     options.progress_bar(progress);
   };
   EncodedBatch batch;
+  // Writes every finished batch; with `wait`, first blocks for the oldest one.
   auto consume = [&](bool wait) {
-    while (encoder.next(batch, wait)) {
+    for (bool block = wait; encoder.next(batch, block); block = false) {
       int64_t begin = 0;
       for (int64_t end : batch.ends) {
         router.add(std::span<const int>(batch.ids.data() + begin, size_t(end - begin)));
@@ -283,7 +288,6 @@ PrepareSummary prepare_corpus(const PrepareOptions& options) {
       summary.invalid_utf8_documents += batch.invalid_utf8;
       progress.documents += static_cast<int64_t>(batch.ends.size());
       progress.tokens += static_cast<int64_t>(batch.ids.size());
-      if (!wait) break;
     }
   };
   std::vector<std::string> documents;
@@ -296,6 +300,7 @@ PrepareSummary prepare_corpus(const PrepareOptions& options) {
       documents.push_back(std::move(document));
     }
     if (!documents.empty() && (!more || batch_bytes >= kBatchBytes || documents.size() >= kBatchDocuments)) {
+      while (encoder.full()) consume(/*wait=*/true);
       encoder.submit(std::move(documents));
       documents.clear();
       batch_bytes = 0;
@@ -303,7 +308,7 @@ PrepareSummary prepare_corpus(const PrepareOptions& options) {
       report(false);
     }
   }
-  consume(/*wait=*/true);
+  while (encoder.in_flight() > 0) consume(/*wait=*/true);
   const CorpusCounts counts = stream.counts();
   summary.split_note = router.finish(counts);
   if (!summary.split_note.empty()) log_warn("prepare: {}", summary.split_note);
