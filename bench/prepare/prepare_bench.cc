@@ -9,7 +9,11 @@
 // happen in one invocation, so the speedup is a ratio measured under the same machine load; the
 // load average before and after is printed because machines are shared.
 //
-// Usage: prepare_bench [--corpus-mb 1024] [--workers 1,2] [--vocab-size 4096] [--moe4d PATH]
+// With --tokenizer bytes no tokenizer is trained and the runs use the byte tokenizer (then reading,
+// decompression and writing dominate, which shows the I/O path and the memory bound on big corpora).
+//
+// Usage: prepare_bench [--corpus-mb 1024] [--workers 1,2] [--vocab-size 4096] [--tokenizer bpe|bytes]
+//                      [--moe4d PATH]
 // Prints JSON on stdout; progress on stderr.
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -87,6 +91,7 @@ std::string cpu_model() {
 
 struct Run {
   double seconds = 0;
+  double cpu_seconds = 0;  // user + system of the child: cpu_seconds / seconds is the cores it got
   long max_rss_kib = 0;
   int status = 0;
 };
@@ -107,6 +112,8 @@ Run run_child(const std::vector<std::string>& args) {
   wait4(pid, &r.status, 0, &usage);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.max_rss_kib = usage.ru_maxrss;
+  r.cpu_seconds = double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                  double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
   return r;
 }
 
@@ -122,12 +129,13 @@ int64_t header_tokens(const fs::path& dir) {
 int main(int argc, char** argv) {
   int64_t corpus_mb = 1024;
   std::vector<int> workers = {1, 2};
-  std::string vocab = "4096", moe4d = MOE4D_BINARY;
+  std::string vocab = "4096", moe4d = MOE4D_BINARY, tokenizer = "bpe";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--corpus-mb") corpus_mb = std::stoll(value);
     else if (flag == "--vocab-size") vocab = value;
     else if (flag == "--moe4d") moe4d = value;
+    else if (flag == "--tokenizer") tokenizer = value;
     else if (flag == "--workers") {
       workers.clear();
       std::stringstream s(value);
@@ -146,24 +154,37 @@ int main(int argc, char** argv) {
   const int64_t corpus_bytes = int64_t(fs::file_size(corpus));
 
   const fs::path tok = fs::path(dir.path()) / "tok";
-  Run trained = run_child({moe4d, "prepare", "--input", sample.string(), "--output", tok.string(), "--vocab-size", vocab});
-  if (trained.status != 0) {
-    std::fprintf(stderr, "training the tokenizer failed\n");
-    return 1;
+  Run trained;
+  if (tokenizer == "bpe") {
+    std::fprintf(stderr, "training a BPE tokenizer on %s\n", sample.c_str());
+    trained = run_child({moe4d, "prepare", "--input", sample.string(), "--output", tok.string(), "--vocab-size", vocab});
+    if (trained.status != 0) {
+      std::fprintf(stderr, "training the tokenizer failed\n");
+      return 1;
+    }
   }
+  const std::vector<std::string> tokenizer_flags =
+      tokenizer == "bpe" ? std::vector<std::string>{"--tokenizer-model", (tok / "tokenizer.model").string()}
+                         : std::vector<std::string>{"--tokenizer", "bytes"};
   nlohmann::json result = {{"bench", "prepare"},
                            {"cpu", cpu_model()},
                            {"online_cpus", sysconf(_SC_NPROCESSORS_ONLN)},
                            {"corpus_bytes", corpus_bytes},
-                           {"tokenizer", "sentencepiece bpe " + vocab + " (reused via --tokenizer-model)"},
+                           {"tokenizer", tokenizer == "bpe" ? "sentencepiece bpe " + vocab + " (reused via --tokenizer-model)"
+                                                           : "bytes"},
+                           {"bpe_training", {{"sample_bytes", tokenizer == "bpe" ? int64_t(fs::file_size(sample)) : 0},
+                                             {"seconds", trained.seconds},
+                                             {"peak_rss_mib", trained.max_rss_kib / 1024.0}}},
                            {"load_average_before", load_average()}};
   nlohmann::json runs = nlohmann::json::array();
   double one_worker_seconds = 0;
   for (int w : workers) {
     const fs::path out = fs::path(dir.path()) / ("out" + std::to_string(w));
     std::fprintf(stderr, "prepare --workers %d ...\n", w);
-    Run r = run_child({moe4d, "prepare", "--input", corpus.string(), "--output", out.string(), "--tokenizer-model",
-                       (tok / "tokenizer.model").string(), "--workers", std::to_string(w)});
+    std::vector<std::string> args = {moe4d, "prepare", "--input", corpus.string(), "--output", out.string(),
+                                     "--workers", std::to_string(w)};
+    args.insert(args.end(), tokenizer_flags.begin(), tokenizer_flags.end());
+    Run r = run_child(args);
     if (r.status != 0) {
       std::fprintf(stderr, "prepare --workers %d failed (status %d)\n", w, r.status);
       return 1;
@@ -176,6 +197,8 @@ int main(int argc, char** argv) {
                     {"tokens", tokens},
                     {"tokens_per_s", tokens / r.seconds},
                     {"peak_rss_mib", r.max_rss_kib / 1024.0},
+                    {"cpu_seconds", r.cpu_seconds},
+                    {"cores_used", r.cpu_seconds / r.seconds},
                     {"speedup_vs_1_worker", one_worker_seconds > 0 ? one_worker_seconds / r.seconds : 0.0}});
     fs::remove_all(out);
   }

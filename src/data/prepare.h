@@ -31,7 +31,7 @@
 namespace moe4d {
 
 inline constexpr int kDefaultBpeVocabSize = 4096;
-inline constexpr int64_t kDefaultBpeSampleBytes = int64_t(64) << 20;
+inline constexpr int64_t kDefaultBpeSampleBytes = int64_t(16) << 20;
 
 // What the progress bar shows; sent about twice a second during the encoding pass.
 struct PrepareProgress {
