@@ -58,7 +58,7 @@ void add_prepare_command(CLI::App& app) {
                   "input format: auto (.jsonl/.ndjson/.json are JSON lines, anything else text), text or jsonl")
       ->check(CLI::IsMember({"auto", "text", "jsonl"}))
       ->capture_default_str();
-  cmd->add_option("--doc-separator", *separator,
+  CLI::Option* separator_option = cmd->add_option("--doc-separator", *separator,
                   "text documents end at: blank-line (default for .txt/.md/.rst), percent ('%' lines, default "
                   "otherwise), line, none, or a line equal to the given text");
   cmd->add_option("--json-key", options->format.json_key, "JSONL member holding the document text")
@@ -94,13 +94,13 @@ void add_prepare_command(CLI::App& app) {
   cmd->add_option("--workers", options->workers, "tokenizer threads")->capture_default_str();
   cmd->add_flag("--verbose", options->verbose, "show sentencepiece's training log");
 
-  cmd->callback([options, inputs, vocab_size, vocab_option, separator] {
+  cmd->callback([options, inputs, vocab_size, vocab_option, separator, separator_option] {
     PrepareOptions run = *options;
     if (!inputs->empty()) run.inputs = *inputs;
     // Only a vocab size the user typed reaches PrepareOptions, so `--tokenizer bytes --vocab-size N`
     // is reported instead of silently ignored.
     if (vocab_option->count() > 0) run.vocab_size = *vocab_size;
-    if (!separator->empty()) run.format.separator = DocumentSeparator::parse(*separator);
+    if (separator_option->count() > 0) run.format.separator = DocumentSeparator::parse(*separator);
     run.progress = [](const std::string& line) { log_info("prepare: {}", line); };
     run.progress_bar = show_progress;
     PrepareSummary summary = prepare_corpus(run);
