@@ -108,6 +108,7 @@ struct TrainConfig {
   int eval_interval = 0;   // steps between validation evaluations (0: never)
   int eval_batches = 4;    // global batches of fixed validation windows per evaluation
   std::string metrics_file;  // JSONL; default <checkpoint.dir or .>/metrics.jsonl
+  std::string init_from;     // checkpoint whose weights start a fresh run (fresh optimizer, step 0)
 
   bool operator==(const TrainConfig&) const = default;
 };

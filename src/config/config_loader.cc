@@ -383,6 +383,7 @@ void read_train(Section& s, TrainConfig& t) {
   s.read("eval_interval", t.eval_interval);
   s.read("eval_batches", t.eval_batches);
   s.read("metrics_file", t.metrics_file);
+  s.read("init_from", t.init_from);
 }
 
 bool is_rank_order(const std::string& order) {
@@ -550,7 +551,7 @@ Config parse_config(const std::string& yaml_text, const std::string& source_name
   Section train = top.section(
       "train", {"global_batch_size", "steps", "lr", "min_lr", "warmup_steps", "weight_decay", "grad_clip", "beta1",
                 "beta2", "eps", "seed", "precision", "loss_scale", "max_nonfinite_steps", "grad_compression",
-                "optimizer", "freeze_steps", "log_interval", "eval_interval", "eval_batches", "metrics_file"});
+                "optimizer", "freeze_steps", "log_interval", "eval_interval", "eval_batches", "metrics_file", "init_from"});
   read_train(train, config.train);
 
   Section data = top.section("data", {"train", "valid", "tokenizer"});
@@ -622,6 +623,7 @@ std::string config_to_yaml(const Config& c) {
   put("optimizer", name_of(kOptimizerNames, t.optimizer))("freeze_steps", t.freeze_steps);
   put("log_interval", t.log_interval)("eval_interval", t.eval_interval)("eval_batches", t.eval_batches);
   put("metrics_file", t.metrics_file);
+  put("init_from", t.init_from);
   out << YAML::EndMap;
 
   out << YAML::Key << "data" << YAML::Value << YAML::BeginMap;

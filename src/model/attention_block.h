@@ -6,6 +6,7 @@
 #pragma once
 
 #include "model/block_context.h"
+#include "model/kv_cache.h"
 
 namespace moe4d {
 
@@ -20,6 +21,12 @@ class AttentionBlock {
 
   // dx[T, d]: on entry d loss / d x_out, on exit d loss / d x_in. Accumulates parameter gradients.
   void backward(float* dx, const float* x_in, const void* saved, BlockContext& ctx) const;
+
+  // Inference with a KV cache (model/attention_cached.cc): x_out[n, d] = x_in + attention of the n
+  // new tokens (ctx.batch 1, ctx.seq n) at positions cache.length .. cache.length + n - 1 over every
+  // cached position before them; appends their keys and values to layer `layer` of the cache (the
+  // caller advances cache.length after the last layer). Temporaries in ctx.scratch.
+  void forward_cached(const float* x_in, float* x_out, KvCache& cache, int layer, BlockContext& ctx) const;
 
  private:
   int norm_id_, qkv_id_, out_id_;

@@ -64,7 +64,8 @@ Trainer::Trainer(const Config& config, ParallelContext& pc, TrainerOptions optio
   params_.init_values(config.train.seed);
   setup_zero();  // buckets, gradient sync, value shards, optimizer (trainer_zero.cc)
 
-  train_data_ = std::make_unique<TokenDataset>(TokenDataset::open(config.data.train));
+  if (!options_.evaluation_only)
+    train_data_ = std::make_unique<TokenDataset>(TokenDataset::open(config.data.train));
   if (!config.data.valid.empty())
     valid_data_ = std::make_unique<TokenDataset>(TokenDataset::open(config.data.valid));
   for (const TokenDataset* data : {train_data_.get(), valid_data_.get()}) {
@@ -86,9 +87,10 @@ Trainer::Trainer(const Config& config, ParallelContext& pc, TrainerOptions optio
   }
   if (options_.fault_injector) injection_ = std::make_unique<FaultInjectionHook>(*options_.fault_injector, params_);
   if (!options_.resume_from.empty()) load_checkpoint(options_.resume_from);
+  else if (!config.train.init_from.empty()) load_weights(config.train.init_from);
   log_memory_table();  // collective; rank 0 logs unless quiet
 
-  if (pc_.rank == 0) {
+  if (pc_.rank == 0 && !options_.evaluation_only) {  // evaluation writes no metrics file
     std::string path = options_.metrics_path;
     if (path.empty()) path = config.train.metrics_file;
     if (path.empty()) path = config.checkpoint.dir.empty() ? "metrics.jsonl" : config.checkpoint.dir + "/metrics.jsonl";
@@ -104,6 +106,7 @@ std::vector<ChunkSpec> Trainer::my_chunks() const {
 }
 
 StepResult Trainer::train_step() {
+  MOE4D_CHECK_MSG(train_data_ != nullptr, "train_step on a Trainer built with evaluation_only");
   const auto t0 = Clock::now();
   const ParallelConfig& par = config_.parallel;
   const int m = par.micro_batch_num, replicas = par.data_replicas();
