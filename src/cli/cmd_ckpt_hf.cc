@@ -54,8 +54,8 @@ void check_format(const std::string& format) {
 }
 
 CLI::App* ckpt_command(CLI::App& app) {
-  for (CLI::App* sub : app.get_subcommands({}))
-    if (sub->get_name() == "ckpt") return sub;
+  const auto found = app.get_subcommands([](CLI::App* sub) { return sub->get_name() == "ckpt"; });
+  if (!found.empty()) return found.front();
   CLI::App* ckpt = app.add_subcommand("ckpt", "inspect, verify, list, export and import checkpoints");
   ckpt->require_subcommand(1);
   return ckpt;

@@ -48,8 +48,15 @@ const char* hf_architecture_name(HfArchitecture arch) {
 
 HfModelFeatures hf_model_features(const ModelConfig& model) {
   HfModelFeatures f;
-  f.num_kv_heads = model.num_heads;  // multi-head attention
-  f.expert_ffn = model.ffn_hidden_size;
+  f.num_kv_heads = model.kv_heads();
+  f.rope_theta = model.rope_theta;
+  f.norm_eps = model.norm_eps;
+  f.expert_ffn = model.expert_ffn();
+  f.shared_experts = model.moe.shared_experts;
+  f.shared_expert_ffn = model.moe.shared_experts > 0 ? model.shared_ffn() / model.moe.shared_experts : 0;
+  f.first_dense_layers = model.moe.first_dense_layers;
+  f.sigmoid_scores = model.moe.score_function == RouterScore::kSigmoid;
+  f.normalize_top_k = model.moe.normalize_top_k;
   return f;
 }
 
@@ -87,10 +94,10 @@ HfArchitecture choose_hf_architecture(const ModelConfig& model, bool router_bias
            "both) routes with sigmoid scores, Qwen2-MoE gates its shared expert, DeepSeek uses latent attention; "
            "use model.moe.score_function: sigmoid");
   }
-  if (f.shared_experts > 0 && (int64_t(f.shared_experts) * f.shared_expert_ffn) % f.expert_ffn != 0)
+  if (model.shared_ffn() % f.expert_ffn != 0)
     refuse(fmt::format("GLM-4-MoE's shared experts are n_shared_experts x moe_intermediate_size ({}) wide; "
-                       "{} shared experts of width {} are not a multiple of it",
-                       f.expert_ffn, f.shared_experts, f.shared_expert_ffn));
+                       "{} shared expert(s) of width {} ({} in all) are not a multiple of it",
+                       f.expert_ffn, f.shared_experts, f.shared_expert_ffn, model.shared_ffn()));
   return HfArchitecture::kGlm4Moe;
 }
 
@@ -131,7 +138,7 @@ nlohmann::json hf_config_json(const ModelConfig& model, HfArchitecture arch, con
     c["intermediate_size"] = model.ffn_hidden_size;  // the leading dense layers
     c["moe_intermediate_size"] = f.expert_ffn;
     c["n_routed_experts"] = model.moe.num_experts;
-    c["n_shared_experts"] = f.shared_experts == 0 ? 0 : f.shared_experts * f.shared_expert_ffn / f.expert_ffn;
+    c["n_shared_experts"] = model.shared_ffn() / f.expert_ffn;
     c["first_k_dense_replace"] = f.first_dense_layers;
     c["norm_topk_prob"] = f.normalize_top_k;
     c["routed_scaling_factor"] = 1.0;
@@ -207,8 +214,8 @@ HfImportedModel hf_model_from_config_json(const nlohmann::json& c, const std::st
     f.expert_ffn = positive_int(c, "moe_intermediate_size", origin);
     const int64_t shared = get_or<int64_t>(c, "n_shared_experts", 0, origin);
     refuse_unless(shared >= 0, "n_shared_experts", "a count >= 0");
-    f.shared_experts = shared > 0 ? 1 : 0;  // n experts of width w are one SwiGLU of width n * w
-    f.shared_expert_ffn = static_cast<int>(shared * f.expert_ffn);
+    f.shared_experts = static_cast<int>(shared);  // each moe_intermediate_size wide
+    f.shared_expert_ffn = f.expert_ffn;
     f.first_dense_layers = static_cast<int>(get_or<int64_t>(c, "first_k_dense_replace", 0, origin));
     refuse_unless(f.first_dense_layers >= 0 && f.first_dense_layers < m.num_layers, "first_k_dense_replace",
                   "a number of leading dense layers below num_hidden_layers");
@@ -225,19 +232,17 @@ HfImportedModel hf_model_from_config_json(const nlohmann::json& c, const std::st
   if (m.moe.top_k > m.moe.num_experts)
     fail("{}: num_experts_per_tok {} exceeds the {} experts", origin, m.moe.top_k, m.moe.num_experts);
 
-  // The features this build of moe4d's model has (hf_model_features) must hold the imported ones.
-  const HfModelFeatures have = hf_model_features(m);
-  const auto need = [&](bool ok, const std::string& what) {
-    if (!ok) fail("{}: {} is not supported by this moe4d model", origin, what);
-  };
-  need(f.num_kv_heads == have.num_kv_heads, fmt::format("num_key_value_heads {} (grouped-query attention)", kv_heads));
-  need(f.rope_theta == have.rope_theta, fmt::format("rope_theta {}", theta));
-  need(f.norm_eps == have.norm_eps, fmt::format("rms_norm_eps {}", eps));
-  need(f.expert_ffn == have.expert_ffn, fmt::format("an expert width {} other than intermediate_size", f.expert_ffn));
-  need(f.shared_experts == have.shared_experts, "shared experts");
-  need(f.first_dense_layers == have.first_dense_layers, "leading dense layers");
-  need(f.sigmoid_scores == have.sigmoid_scores, "sigmoid router scores");
-  need(f.normalize_top_k == have.normalize_top_k, "top-k weights without renormalisation");
+  m.num_kv_heads = f.num_kv_heads == m.num_heads ? 0 : f.num_kv_heads;
+  if (m.num_heads % f.num_kv_heads != 0)
+    fail("{}: num_key_value_heads {} does not divide num_attention_heads {}", origin, f.num_kv_heads, m.num_heads);
+  m.rope_theta = f.rope_theta;
+  m.norm_eps = f.norm_eps;
+  m.moe.expert_ffn_hidden_size = f.expert_ffn == m.ffn_hidden_size ? 0 : f.expert_ffn;
+  m.moe.shared_experts = f.shared_experts;
+  m.moe.shared_expert_ffn_hidden_size = 0;  // the routed experts' width, as GLM-4-MoE's
+  m.moe.first_dense_layers = f.first_dense_layers;
+  m.moe.score_function = f.sigmoid_scores ? RouterScore::kSigmoid : RouterScore::kSoftmax;
+  m.moe.normalize_top_k = f.normalize_top_k;
 
   if (c.contains("eos_token_id") && c["eos_token_id"].is_number_integer()) out.eos_token_id = c["eos_token_id"];
   else if (c.contains("eos_token_id") && c["eos_token_id"].is_array() && !c["eos_token_id"].empty() &&

@@ -139,7 +139,9 @@ HfExportResult export_hf(const HfExportOptions& options) {
       const int64_t cols = rule.hf_shape.back();
       Buffer buffer(sizeof(float) * rows * cols);
       float* dst = buffer.f32();
-      if (rule.bias_layer >= 0) {
+      if (rows * cols == 0) {
+        // Zero elements: nothing to copy.
+      } else if (rule.bias_layer >= 0) {
         const std::vector<double>& bias = biases.at(rule.bias_layer);
         if (int64_t(bias.size()) != cols)
           fail("checkpoint {}: router bias of layer {} has {} entries, expected {}", checkpoint.path(),

@@ -125,6 +125,7 @@ HfImportResult import_hf(const HfImportOptions& options) {
     used.insert(rule.hf_name);
     const int64_t rows = rule.hf_shape.size() == 2 ? rule.hf_shape[0] : 1;
     const int64_t cols = rule.hf_shape.back();
+    if (rows * cols == 0) continue;  // an absent module's empty tensor
     if (rule.bias_layer >= 0) {
       for (int64_t c = 0; c < cols; ++c) biases[rule.bias_layer][rule.source(0, c)] = element(*t, c);
       continue;

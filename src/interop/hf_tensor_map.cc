@@ -19,9 +19,15 @@ namespace {
 // The shape of moe4d's fused attention projection (copied into the index functions).
 struct QkvLayout {
   int64_t hd = 0, heads = 0, kv_heads = 0;
-  // Column holding element j of part (0 q, 1 k, 2 v) of head `head`: heads are contiguous, each
-  // [q | k | v] (attention_block.h).
-  int64_t column(int part, int64_t head, int64_t j) const { return (head * 3 + part) * hd + j; }
+  // Column holding element j of part (0 q, 1 k, 2 v) of query head / KV head `head`. The columns
+  // are grouped by KV head (kernels/attention.h): group g holds its heads / kv_heads query heads,
+  // then its key head, then its value head.
+  int64_t column(int part, int64_t head, int64_t j) const {
+    const int64_t per_group = heads / kv_heads;
+    const int64_t slot = part == 0 ? (head / per_group) * (per_group + 2) + head % per_group
+                                   : head * (per_group + 2) + per_group + (part - 1);
+    return slot * hd + j;
+  }
 };
 
 // HF row i of a rotated head (rotate_half) is moe4d column pair_of(i) of that head.
@@ -60,6 +66,9 @@ class RuleList {
   }
   void add_bias(const std::string& hf, int64_t experts, int layer) {
     rules_.push_back(HfTensorRule{hf, {experts}, "", layer, [](int64_t, int64_t c) { return c; }});
+  }
+  void add_empty(const std::string& hf, std::vector<int64_t> hf_shape) {
+    rules_.push_back(HfTensorRule{hf, std::move(hf_shape), "", -1, [](int64_t, int64_t) -> int64_t { return 0; }});
   }
   std::vector<HfTensorRule> take() { return std::move(rules_); }
 
@@ -138,6 +147,16 @@ std::vector<HfTensorRule> hf_tensor_rules(const ModelConfig& m, HfArchitecture a
       rules.expert_transpose(expert + "gate_proj.weight", ours + "moe.experts.w1", e);
       rules.expert_transpose(expert + "up_proj.weight", ours + "moe.experts.w3", e);
       rules.expert_transpose(expert + "down_proj.weight", ours + "moe.experts.w2", e);
+    }
+    const std::string shared = mlp + "shared_experts.";
+    if (m.shared_ffn() > 0) {
+      rules.transpose(shared + "gate_proj.weight", ours + "moe.shared.w1.weight");
+      rules.transpose(shared + "up_proj.weight", ours + "moe.shared.w3.weight");
+      rules.transpose(shared + "down_proj.weight", ours + "moe.shared.w2.weight");
+    } else {  // n_shared_experts 0: GLM-4-MoE still has the (zero-width) module
+      rules.add_empty(shared + "gate_proj.weight", {0, m.hidden_size});
+      rules.add_empty(shared + "up_proj.weight", {0, m.hidden_size});
+      rules.add_empty(shared + "down_proj.weight", {m.hidden_size, 0});
     }
   }
   rules.copy("model.norm.weight", "final_norm.weight");

@@ -29,7 +29,8 @@ namespace moe4d {
 struct HfTensorRule {
   std::string hf_name;
   std::vector<int64_t> hf_shape;  // 1-D or 2-D
-  // The moe4d tensor it comes from; empty for a router bias (then bias_layer is set).
+  // The moe4d tensor it comes from; empty for a router bias (then bias_layer is set) and for the
+  // zero-element tensors of an absent module (GLM-4-MoE's shared experts when there are none).
   std::string moe4d_name;
   int bias_layer = -1;
   // Flat index into the moe4d tensor (or the layer's bias vector) of HF element (row, col); a 1-D HF

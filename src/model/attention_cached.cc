@@ -33,41 +33,42 @@ void rotate(float* v, const RopeTable& table, int position) {
 
 void AttentionBlock::forward_cached(const float* x_in, float* x_out, KvCache& cache, int layer,
                                     BlockContext& ctx) const {
-  const int n = ctx.tokens(), d = hidden_, hd = head_dim_, heads = local_heads_, ld = heads * hd;
+  const int n = ctx.tokens(), d = hidden_, hd = head_dim_, heads = local_heads_, kv = local_kv_heads_;
+  const int group = heads / kv;                  // query heads per KV head
+  const int ld = heads * hd, lqkv = (heads + 2 * kv) * hd;
   const int start = cache.length;
   if (start + n > cache.capacity || start + n > ctx.rope.seq)
     fail("decoding position {} is beyond the model's seq_length {} (its KV cache and RoPE table)", start + n - 1,
          cache.capacity);
-  MOE4D_CHECK(cache.heads == heads && cache.head_dim == hd);
+  MOE4D_CHECK(cache.heads == kv && cache.head_dim == hd);
   float* rstd = ctx.scratch.alloc_f32(n);
   float* xn = ctx.scratch.alloc_f32(size_t(n) * d);
-  float* qkv = ctx.scratch.alloc_f32(size_t(n) * 3 * ld);
+  float* qkv = ctx.scratch.alloc_f32(size_t(n) * lqkv);
   float* attn = ctx.scratch.alloc_f32(size_t(n) * ld);
   float* scores = ctx.scratch.alloc_f32(size_t(start + n));
-  rmsnorm_forward(xn, rstd, x_in, ctx.params.value(norm_id_), n, d);
-  block_matmul_forward(ctx, {.labels = kQkvLabels, .weight_id = qkv_id_}, qkv, xn, n, d, 3 * ld);
+  rmsnorm_forward(xn, rstd, x_in, ctx.params.value(norm_id_), n, d, float(ctx.model.norm_eps));
+  block_matmul_forward(ctx, {.labels = kQkvLabels, .weight_id = qkv_id_}, qkv, xn, n, d, lqkv);
+  // Group-major columns (kernels/attention.h): per KV head j, its `group` query heads, key, value.
+  const auto head_of = [&](int t, int j, int slot) { return qkv + size_t(t) * lqkv + (size_t(j) * (group + 2) + slot) * hd; };
   for (int t = 0; t < n; ++t) {
     const int position = start + t;
-    float* keys = cache.keys(layer, position);
-    float* values = cache.values(layer, position);
-    for (int h = 0; h < heads; ++h) {
-      float* head = qkv + size_t(t) * 3 * ld + size_t(h) * 3 * hd;  // [q | k | v] of head h
-      rotate(head, ctx.rope, position);
-      rotate(head + hd, ctx.rope, position);
-      std::memcpy(keys + size_t(h) * hd, head + hd, sizeof(float) * hd);
-      std::memcpy(values + size_t(h) * hd, head + 2 * hd, sizeof(float) * hd);
+    for (int j = 0; j < kv; ++j) {
+      for (int slot = 0; slot <= group; ++slot) rotate(head_of(t, j, slot), ctx.rope, position);  // queries, key
+      std::memcpy(cache.keys(layer, position) + size_t(j) * hd, head_of(t, j, group), sizeof(float) * hd);
+      std::memcpy(cache.values(layer, position) + size_t(j) * hd, head_of(t, j, group + 1), sizeof(float) * hd);
     }
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   for (int t = 0; t < n; ++t) {
     const int last = start + t;  // causal: positions 0..last
     for (int h = 0; h < heads; ++h) {
-      const float* q = qkv + size_t(t) * 3 * ld + size_t(h) * 3 * hd;
+      const int j = h / group;
+      const float* q = head_of(t, j, h % group);
       float top = -INFINITY;
       for (int p = 0; p <= last; ++p) {
-        const float* k = cache.keys(layer, p) + size_t(h) * hd;
+        const float* k = cache.keys(layer, p) + size_t(j) * hd;
         float dot = 0.0f;
-        for (int j = 0; j < hd; ++j) dot += q[j] * k[j];
+        for (int i = 0; i < hd; ++i) dot += q[i] * k[i];
         scores[p] = dot * scale;
         top = std::max(top, scores[p]);
       }
@@ -80,8 +81,8 @@ void AttentionBlock::forward_cached(const float* x_in, float* x_out, KvCache& ca
       std::memset(out, 0, sizeof(float) * hd);
       for (int p = 0; p <= last; ++p) {
         const float w = scores[p] / sum;
-        const float* v = cache.values(layer, p) + size_t(h) * hd;
-        for (int j = 0; j < hd; ++j) out[j] += w * v[j];
+        const float* v = cache.values(layer, p) + size_t(j) * hd;
+        for (int i = 0; i < hd; ++i) out[i] += w * v[i];
       }
     }
   }

@@ -24,7 +24,7 @@ GenerationResult generate_tokens(const Transformer& model, ParallelContext& pc, 
   Arena scratch;
   CounterRng rng(options.seed);
   const int vocab = options.sample_vocab > 0 ? options.sample_vocab : config.vocab_size;
-  KvCache cache(config, config.num_heads / pc.tp_size());
+  KvCache cache(config, config.kv_heads() / pc.tp_size());
   std::vector<int> window(S, 0);
 
   // Logits of the next token after `ids`.

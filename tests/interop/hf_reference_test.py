@@ -3,7 +3,8 @@ exported architecture (hf_reference.py) loads the exported folder and must repro
 loss within 1e-5 relative and `moe4d generate --temperature 0`'s 32 greedy tokens.
 
 usage: hf_reference_test.py MOE4D MPIEXEC WORKDIR VARIANT
-  VARIANT mixtral: an all-MoE softmax-routed model -> MixtralForCausalLM
+  VARIANT mixtral_gqa: GQA, all layers MoE, softmax top-k -> MixtralForCausalLM
+          glm_shared:  a dense first layer, shared experts, sigmoid scores + routing bias -> Glm4MoeForCausalLM
 Along the way: generate with and without the KV cache gives the same tokens, eval on 2 MPI ranks
 (EP 2) gives the single-rank loss, and import of the folder gives back the checkpoint's tensors.
 Exits 77 (CTest: skipped) without python3-torch.
@@ -26,19 +27,39 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hf_reference  # noqa: E402
 
 MODELS = {
-    # All layers MoE, softmax top-2 renormalised: Mixtral.
-    "mixtral": """
+    # Grouped-query attention (4 query heads on 2 KV heads), rope_theta 1e6, experts narrower than
+    # ffn_hidden_size, every layer MoE with softmax top-2 renormalised: MixtralForCausalLM.
+    "mixtral_gqa": """
 model:
   vocab_size: 320
   hidden_size: 32
   num_layers: 2
   num_heads: 4
+  num_kv_heads: 2
+  rope_theta: 1000000.0
+  norm_eps: 1.0e-6
   ffn_hidden_size: 48
   seq_length: 48
-  moe: {num_experts: 4, top_k: 2, layer_freq: 1, capacity_factor: null, aux_loss_coeff: 0.01}
+  moe: {num_experts: 4, top_k: 2, layer_freq: 1, expert_ffn_hidden_size: 32, capacity_factor: null,
+        aux_loss_coeff: 0.01}
+""",
+    # A leading dense layer, a shared expert, sigmoid scores with the aux-loss-free bias (non-zero after
+    # training, carried as e_score_correction_bias), GQA: Glm4MoeForCausalLM.
+    "glm_shared": """
+model:
+  vocab_size: 320
+  hidden_size: 32
+  num_layers: 3
+  num_heads: 4
+  num_kv_heads: 2
+  ffn_hidden_size: 48
+  seq_length: 48
+  moe: {num_experts: 4, top_k: 2, layer_freq: 1, first_dense_layers: 1, expert_ffn_hidden_size: 16,
+        shared_experts: 2, score_function: sigmoid, normalize_top_k: true, capacity_factor: null,
+        aux_loss_coeff: 0.0, router_bias_update_rate: 0.01}
 """,
 }
-ARCH = {"mixtral": "MixtralForCausalLM"}
+ARCH = {"mixtral_gqa": "MixtralForCausalLM", "glm_shared": "Glm4MoeForCausalLM"}
 
 
 def run(cmd, **kw):
@@ -110,6 +131,10 @@ checkpoint: {{dir: {work}/ckpt, interval: 0, keep: 1}}
         failures.append(f"eval on EP2 {ev2['loss']} vs single rank {ev['loss']}")
     if gen["ids"] != ref_ids:
         failures.append("greedy tokens differ from the reference")
+    if variant == "glm_shared":
+        bias = [b for n, t in model.t.items() if n.endswith("e_score_correction_bias") for b in t.tolist()]
+        if not any(b != 0 for b in bias):
+            failures.append("the trained router bias did not reach e_score_correction_bias (all zero)")
     if gen["ids"] != gen_uncached["ids"]:
         failures.append(f"KV-cached tokens {gen['ids']} differ from uncached {gen_uncached['ids']}")
     if len(gen["ids"]) != 32 and gen["stop"] != "eos":
