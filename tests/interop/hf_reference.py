@@ -68,6 +68,12 @@ def rotate_half(x):
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
+def rotate_pairs(x):
+    """The other RoPE convention, (2i, 2i+1) pairs: only the test's negative control uses it, to show
+    that the comparison can tell the conventions apart."""
+    return torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)
+
+
 def swiglu(x, gate, up, down):
     return torch.nn.functional.silu(x @ gate.T) * (x @ up.T) @ down.T
 
@@ -84,6 +90,7 @@ class HfReference:
         self.eps = c["rms_norm_eps"]
         self.theta = c["rope_theta"]
         self.top_k = c["num_experts_per_tok"]
+        self.rotate = rotate_half
         if self.arch == "Glm4MoeForCausalLM":
             assert c.get("partial_rotary_factor", 0.5) == 1.0 and not c.get("use_qk_norm", False)
             assert not c.get("attention_bias", False) and c.get("n_group", 1) == 1
@@ -98,8 +105,11 @@ class HfReference:
         freqs = torch.arange(S, dtype=torch.float64)[:, None] * inv_freq[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
         cos, sin = emb.cos(), emb.sin()
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
+        if self.rotate is rotate_pairs:  # angles repeat per pair instead of per half
+            cos = torch.repeat_interleave(cos[:, :hd // 2], 2, dim=-1)
+            sin = torch.repeat_interleave(sin[:, :hd // 2], 2, dim=-1)
+        q = q * cos + self.rotate(q) * sin
+        k = k * cos + self.rotate(k) * sin
         rep = H // KV
         k = k[:, None].expand(KV, rep, S, hd).reshape(H, S, hd)
         v = v[:, None].expand(KV, rep, S, hd).reshape(H, S, hd)

@@ -90,7 +90,7 @@ def main():
     with open(f"{work}/model.yaml", "w") as f:
         f.write(MODELS[variant] + f"""
 parallel_config: {{data_parallel: 1}}
-train: {{global_batch_size: 8, steps: 30, lr: 3.0e-3, min_lr: 3.0e-4, warmup_steps: 3, seed: 5, eval_batches: 2}}
+train: {{global_batch_size: 8, steps: 60, lr: 5.0e-3, min_lr: 3.0e-4, warmup_steps: 3, seed: 5, eval_batches: 2}}
 data: {{train: {work}/data/train.bin, valid: {work}/data/valid.bin, tokenizer: {work}/data/tokenizer.model}}
 checkpoint: {{dir: {work}/ckpt, interval: 0, keep: 1}}
 """)
@@ -122,11 +122,20 @@ checkpoint: {{dir: {work}/ckpt, interval: 0, keep: 1}}
     with torch.no_grad():
         ref_loss = hf_reference.eval_loss(model, tokens, ev["windows"], config["max_position_embeddings"])
         ref_ids = model.greedy(gen["prompt_ids"], 32, config["tokenizer_vocab_size"], eos)
+        # Negative control: the exported weights read with the other RoPE convention must miss the
+        # loss by far more than the tolerance, or the comparison could not catch a wrong permutation.
+        model.rotate = hf_reference.rotate_pairs
+        control_loss = hf_reference.eval_loss(model, tokens, ev["windows"], config["max_position_embeddings"])
+        model.rotate = hf_reference.rotate_half
     rel = abs(ev["loss"] - ref_loss) / ref_loss
     print(f"loss: moe4d eval {ev['loss']:.8f} (EP2 {ev2['loss']:.8f}), reference {ref_loss:.8f}, rel {rel:.2e}")
     print(f"greedy moe4d     {gen['ids']}\ngreedy reference {ref_ids}")
     if not rel < 1e-5:
         failures.append(f"eval loss {ev['loss']} vs reference {ref_loss}: relative difference {rel:.2e} >= 1e-5")
+    control = abs(control_loss - ref_loss) / ref_loss
+    print(f"negative control (pairwise RoPE on the exported rows): loss {control_loss:.8f}, rel {control:.2e}")
+    if not control > 1e-3:
+        failures.append(f"the other RoPE convention gives nearly the same loss (rel {control:.2e}): too weak a check")
     if abs(ev2["loss"] - ev["loss"]) / ev["loss"] >= 1e-5:
         failures.append(f"eval on EP2 {ev2['loss']} vs single rank {ev['loss']}")
     if gen["ids"] != ref_ids:
