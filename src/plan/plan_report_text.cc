@@ -51,7 +51,8 @@ std::string format_context(const PlanContext& ctx) {
     model += fmt::format(", {} experts top-{}", m.moe.num_experts, m.moe.top_k);
     if (m.expert_ffn() != m.ffn_hidden_size) model += fmt::format(" of width {}", m.expert_ffn());
     if (m.moe.shared_experts > 0) model += fmt::format(" + {} shared", m.moe.shared_experts);
-    if (m.moe.first_dense_layers > 0) model += fmt::format(", first {} layers dense", m.moe.first_dense_layers);
+    if (m.moe.first_dense_layers == 1) model += ", layer 0 dense";
+    if (m.moe.first_dense_layers > 1) model += fmt::format(", layers 0-{} dense", m.moe.first_dense_layers - 1);
   }
   const ClusterSpec& c = ctx.cluster;
   return fmt::format(
