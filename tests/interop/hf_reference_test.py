@@ -10,6 +10,7 @@ Along the way: generate with and without the KV cache gives the same tokens, eva
 Exits 77 (CTest: skipped) without python3-torch.
 """
 import json
+import math
 import os
 import random
 import shutil
@@ -164,6 +165,27 @@ checkpoint: {{dir: {work}/ckpt, interval: 0, keep: 1}}
                           "--json"]))
     if ev3["loss"] != ev["loss"]:
         failures.append(f"eval of the imported checkpoint {ev3['loss']} != {ev['loss']}")
+
+    # train.init_from: training starts from the imported weights (fresh optimizer), in any layout.
+    step1 = {}
+    for layout, ranks in (("data_parallel: 1", 1), ("expert_parallel: 2", 2)):
+        name = f"init_{ranks}"
+        with open(f"{work}/{name}.yaml", "w") as f:
+            f.write(MODELS[variant] + f"""
+parallel_config: {{{layout}}}
+train: {{global_batch_size: 8, steps: 2, lr: 1.0e-3, seed: 9, init_from: {work}/imported,
+         metrics_file: {work}/{name}.jsonl}}
+data: {{train: {work}/data/train.bin, tokenizer: {work}/data/tokenizer.model}}
+""")
+        launcher = [mpiexec, "--oversubscribe", "--bind-to", "none", "-np", str(ranks)] if ranks > 1 else []
+        run(launcher + [moe4d, "train", f"{work}/{name}.yaml", "--quiet"])
+        with open(f"{work}/{name}.jsonl") as f:
+            step1[ranks] = json.loads(f.readline())["loss"]
+    print(f"train.init_from step-1 loss: single rank {step1[1]:.6f}, EP2 {step1[2]:.6f}")
+    if abs(step1[1] - step1[2]) / step1[1] >= 1e-5:
+        failures.append(f"train.init_from: EP2 step-1 loss {step1[2]} != single rank {step1[1]}")
+    if not step1[1] < 0.8 * math.log(config["vocab_size"]):  # a fresh model starts near ln(vocab)
+        failures.append(f"train.init_from: step-1 loss {step1[1]} is not that of the trained weights")
 
     if failures:
         print("FAIL:\n  " + "\n  ".join(failures))
