@@ -45,16 +45,17 @@ nlohmann::json time_non_gemm_kernels() {
   // RoPE and attention on the fused qkv activations.
   auto qkv = normal(static_cast<size_t>(kTokens) * 3 * kD, 3, 1.0f);
   RopeTable table(kSeq, kHeadDim);
-  ms["rope_forward"] = best_ms([&] { rope_forward(qkv.data(), table, kBatch, kHeads); });
-  ms["rope_backward"] = best_ms([&] { rope_backward(qkv.data(), table, kBatch, kHeads); });
+  ms["rope_forward"] = best_ms([&] { rope_forward(qkv.data(), table, kBatch, kHeads, kHeads); });
+  ms["rope_backward"] = best_ms([&] { rope_backward(qkv.data(), table, kBatch, kHeads, kHeads); });
   std::vector<float> attn(static_cast<size_t>(kTokens) * kD), probs(static_cast<size_t>(kBatch) * kHeads * kSeq * kSeq);
   std::vector<float> dqkv(qkv.size()), scratch(static_cast<size_t>(kSeq) * kSeq);
   ms["attention_forward (GEMMs included)"] =
-      best_ms([&] { attention_forward(attn.data(), probs.data(), qkv.data(), kBatch, kSeq, kHeads, kHeadDim); }, 3);
+      best_ms([&] { attention_forward(attn.data(), probs.data(), qkv.data(), kBatch, kSeq, kHeads, kHeads, kHeadDim); },
+              3);
   ms["attention_backward (GEMMs included)"] = best_ms(
       [&] {
         attention_backward(dqkv.data(), scratch.data(), attn.data(), qkv.data(), probs.data(), kBatch, kSeq, kHeads,
-                           kHeadDim);
+                           kHeads, kHeadDim);
       },
       3);
 

@@ -1,5 +1,6 @@
 // cli/cmd_generate.cc — `moe4d generate CHECKPOINT --prompt TEXT`: sample text from a checkpoint on one
-// process (the checkpoint's full tensors load into a single-rank model whatever layout wrote them).
+// process (the checkpoint's full tensors load into a single-rank model whatever layout wrote them), with
+// a KV cache and absolute positions up to the trained seq_length (model/generator.h).
 #include <cblas.h>
 
 #include <cstdio>
@@ -13,7 +14,8 @@
 #include "data/token_dataset.h"
 #include "data/tokenizer.h"
 #include "model/param_store.h"
-#include "model/sampling.h"
+#include "core/log.h"
+#include "model/generator.h"
 #include "model/transformer.h"
 #include "train/tensor_gather.h"
 
@@ -28,6 +30,9 @@ struct GenerateArgs {
   float temperature = 0.8f;
   int top_k = 40;
   uint64_t seed = 0;
+  bool kv_cache = true;
+  bool dropless = false;
+  bool json = false;
 };
 
 // The tokenizer the model was trained with: --tokenizer, else data.tokenizer of the checkpoint's
@@ -46,14 +51,15 @@ void run_generate(const GenerateArgs& args) {
   openblas_set_num_threads(1);
   const Checkpoint checkpoint = Checkpoint::open(args.checkpoint);
   const nlohmann::json saved_state = checkpoint.json("state.json");
-  const Config config = parse_config(saved_state.at("config").get<std::string>(), checkpoint.path() + "/state.json");
+  Config config = parse_config(saved_state.at("config").get<std::string>(), checkpoint.path() + "/state.json");
+  if (args.dropless) config.model.moe.capacity_factor.reset();
   const ModelConfig& m = config.model;
   auto tokenizer = load_tokenizer(tokenizer_spec(args, config));
   check_vocab_fits(tokenizer->vocab_size(), m.vocab_size);
 
   auto pc = make_single_rank_context();
   ParamStore params;
-  Transformer model(m, *pc, {ChunkSpec{0, m.num_layers, true, true}}, params);
+  Transformer model(config.model, *pc, {ChunkSpec{0, m.num_layers, true, true}}, params);
   params.finalize();
   const SafetensorsFile& weights = checkpoint.tensors("model.safetensors");
   for (int id = 0; id < params.size(); ++id) {
@@ -68,36 +74,47 @@ void run_generate(const GenerateArgs& args) {
 
   std::vector<int> ids = tokenizer->encode(args.prompt);
   if (ids.empty()) ids.push_back(tokenizer->eos_id());
-  const int S = m.seq_length;
-  std::vector<int> window(S, 0);
-  std::vector<float> logits(m.vocab_size);
-  MicroBatchState state;
-  Arena scratch;
-  CounterRng rng(args.seed);
-  std::fputs(args.prompt.c_str(), stdout);
-  std::vector<int> generated;
-  std::string printed;  // decoded text already written out
-  for (int i = 0; i < args.tokens; ++i) {
-    // The last S tokens, left-aligned; causal attention makes the padding after them irrelevant.
-    const int n = std::min<int>(S, static_cast<int>(ids.size()));
-    std::copy(ids.end() - n, ids.end(), window.begin());
-    BlockContext ctx{*pc, params, m, model.rope(), state.arena, scratch, 1, S, 1.0f, RecomputeGranularity::kNone,
-                     nullptr};
-    model.logits_at(window.data(), n - 1, logits.data(), state, ctx);
-    // Ids beyond the tokenizer's vocabulary (model vocab rounded up for TP) are never sampled.
-    const int next = sample_token(logits.data(), tokenizer->vocab_size(), args.temperature, args.top_k, rng);
-    if (next == tokenizer->eos_id()) break;
-    ids.push_back(next);
-    generated.push_back(next);
-    // Decode incrementally: print what the new tokens add to the text so far.
-    const std::string text = tokenizer->decode(generated);
-    if (text.size() > printed.size() && text.compare(0, printed.size(), printed) == 0) {
-      std::fputs(text.c_str() + printed.size(), stdout);
-      std::fflush(stdout);
-      printed = text;
-    }
+  if (m.moe.capacity_factor && args.kv_cache) {
+    log_warn("the model drops tokens over capacity (capacity_factor {}); with the KV cache each step routes only "
+             "its new tokens, so capacity differs from a full-window forward; --dropless generates without dropping",
+             *m.moe.capacity_factor);
   }
-  std::fputs("\n", stdout);
+  if (static_cast<int>(ids.size()) + args.tokens > m.seq_length && !args.json)
+    log_warn("the prompt ({} tokens) plus --tokens {} exceed the model's context of {} positions (model.seq_length, "
+             "the trained length); generation stops there",
+             ids.size(), args.tokens, m.seq_length);
+
+  GenerationOptions options{.max_new_tokens = args.tokens, .temperature = args.temperature, .top_k = args.top_k,
+                            .seed = args.seed, .kv_cache = args.kv_cache,
+                            // Ids beyond the tokenizer's vocabulary (model vocab rounded up for TP) are never sampled.
+                            .sample_vocab = tokenizer->vocab_size(), .eos_id = tokenizer->eos_id()};
+  std::string printed;  // decoded text already written out
+  if (!args.json) {
+    std::fputs(args.prompt.c_str(), stdout);
+    // Decode incrementally: print what the new tokens add to the text so far.
+    options.on_token = [&](const std::vector<int>& generated) {
+      const std::string text = tokenizer->decode(generated);
+      if (text.size() > printed.size() && text.compare(0, printed.size(), printed) == 0) {
+        std::fputs(text.c_str() + printed.size(), stdout);
+        std::fflush(stdout);
+        printed = text;
+      }
+    };
+  }
+  const GenerationResult result = generate_tokens(model, *pc, params, config.model, ids, options);
+  if (args.json) {
+    const nlohmann::json out = {{"prompt_ids", ids},
+                                {"ids", result.tokens},
+                                {"text", tokenizer->decode(result.tokens)},
+                                {"stop", result.stop},
+                                {"kv_cache", args.kv_cache},
+                                {"new_tokens", result.tokens.size()},
+                                {"seconds", result.seconds},
+                                {"tokens_per_s", result.seconds > 0 ? result.tokens.size() / result.seconds : 0.0}};
+    std::fputs((out.dump() + "\n").c_str(), stdout);
+  } else {
+    std::fputs("\n", stdout);
+  }
 }
 
 }  // namespace
@@ -115,6 +132,11 @@ void add_generate_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", args->seed, "sampling seed (default 0)");
   cmd->add_option("--tokenizer", args->tokenizer, "tokenizer spec (default: the one the model was trained with)");
+  cmd->add_flag("!--no-kv-cache", args->kv_cache, "recompute the whole sequence for every token instead of caching "
+                                                   "keys and values (slower; same tokens)");
+  cmd->add_flag("--dropless", args->dropless, "generate without capacity dropping (capacity_factor null)");
+  cmd->add_flag("--json", args->json, "print one JSON object (prompt and new token ids, text, tokens/s) instead of "
+                                      "the text");
   cmd->callback([args] { run_generate(*args); });
 }
 

@@ -14,5 +14,8 @@ void add_generate_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_eval_command(CLI::App& app);
+// Adds `export` and `import` to the `ckpt` subcommand (creating it if absent).
+void add_ckpt_hf_commands(CLI::App& app);
 
 }  // namespace moe4d

@@ -12,10 +12,20 @@
 
 namespace moe4d {
 
+// How the router turns logits into expert scores (docs/moe.md): softmax over the experts, or an
+// independent sigmoid per expert (DeepSeek-V3).
+enum class RouterScore { kSoftmax, kSigmoid };
+
 struct MoeConfig {
   int num_experts = 0;  // 0: dense model (every FFN is SwiGLU)
   int top_k = 2;
-  int layer_freq = 1;   // layer l is MoE iff l % layer_freq == layer_freq - 1
+  int layer_freq = 1;   // layer l >= first_dense_layers is MoE iff l % layer_freq == layer_freq - 1
+  int first_dense_layers = 0;     // layers 0 .. first_dense_layers-1 are dense (DeepSeek's first_k_dense_replace)
+  int expert_ffn_hidden_size = 0;  // routed experts' SwiGLU width; 0: ffn_hidden_size
+  int shared_experts = 0;          // always-on experts per MoE layer, fused into one SwiGLU
+  int shared_expert_ffn_hidden_size = 0;  // width of one shared expert; 0: the routed experts' width
+  RouterScore score_function = RouterScore::kSoftmax;
+  bool normalize_top_k = true;     // the k picked scores are rescaled to sum to 1
   std::optional<double> capacity_factor;  // nullopt (YAML null): dropless
   double aux_loss_coeff = 0.01;
   double z_loss_coeff = 0.0;
@@ -33,12 +43,24 @@ struct ModelConfig {
   int ffn_hidden_size = 0;
   int seq_length = 0;
   bool tie_embeddings = false;
+  int num_kv_heads = 0;       // grouped-query attention (1: multi-query); 0: num_heads
+  double rope_theta = 10000.0;
+  double norm_eps = 1e-5;     // RMSNorm epsilon
   MoeConfig moe;
 
   int head_dim() const { return hidden_size / num_heads; }
+  int kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
+  // Columns of W_qkv: every query head plus a key and a value head per KV head.
+  int qkv_width() const { return (num_heads + 2 * kv_heads()) * head_dim(); }
+  int expert_ffn() const { return moe.expert_ffn_hidden_size > 0 ? moe.expert_ffn_hidden_size : ffn_hidden_size; }
+  // Width of the fused shared-expert SwiGLU of a MoE layer (0: none).
+  int shared_ffn() const {
+    return moe.shared_experts * (moe.shared_expert_ffn_hidden_size > 0 ? moe.shared_expert_ffn_hidden_size
+                                                                        : expert_ffn());
+  }
   bool is_moe() const { return moe.num_experts > 0; }
   bool is_moe_layer(int layer) const {
-    return is_moe() && layer % moe.layer_freq == moe.layer_freq - 1;
+    return is_moe() && layer >= moe.first_dense_layers && layer % moe.layer_freq == moe.layer_freq - 1;
   }
 
   bool operator==(const ModelConfig&) const = default;
@@ -112,6 +134,7 @@ struct TrainConfig {
   int eval_interval = 0;   // steps between validation evaluations (0: never)
   int eval_batches = 4;    // global batches of fixed validation windows per evaluation
   std::string metrics_file;  // JSONL; default <checkpoint.dir or .>/metrics.jsonl
+  std::string init_from;     // checkpoint whose weights start a fresh run (fresh optimizer, step 0)
 
   bool operator==(const TrainConfig&) const = default;
 };

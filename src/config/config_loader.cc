@@ -41,6 +41,8 @@ constexpr NameTable<OptimizerKind, 2> kOptimizerNames{
 constexpr NameTable<PipelineSchedule, 3> kScheduleNames{{{"gpipe", PipelineSchedule::kGPipe},
                                                          {"1f1b", PipelineSchedule::k1F1B},
                                                          {"interleaved", PipelineSchedule::kInterleaved}}};
+constexpr NameTable<RouterScore, 2> kRouterScoreNames{
+    {{"softmax", RouterScore::kSoftmax}, {"sigmoid", RouterScore::kSigmoid}}};
 constexpr NameTable<RecomputeGranularity, 2> kGranularityNames{
     {{"full", RecomputeGranularity::kFull}, {"selective", RecomputeGranularity::kSelective}}};
 
@@ -369,8 +371,13 @@ void read_model(Section& s, ModelConfig& m) {
   s.read("ffn_hidden_size", m.ffn_hidden_size);
   s.read("seq_length", m.seq_length);
   s.read("tie_embeddings", m.tie_embeddings);
+  s.read("num_kv_heads", m.num_kv_heads);
+  s.read("rope_theta", m.rope_theta);
+  s.read("norm_eps", m.norm_eps);
   Section moe = s.section("moe", {"num_experts", "top_k", "layer_freq", "capacity_factor", "aux_loss_coeff",
-                                  "z_loss_coeff", "router_bias_update_rate", "a2a_chunks"});
+                                  "z_loss_coeff", "router_bias_update_rate", "a2a_chunks", "first_dense_layers",
+                                  "expert_ffn_hidden_size", "shared_experts", "shared_expert_ffn_hidden_size",
+                                  "score_function", "normalize_top_k"});
   moe.read("num_experts", m.moe.num_experts);
   moe.read("top_k", m.moe.top_k);
   moe.read("layer_freq", m.moe.layer_freq);
@@ -379,6 +386,23 @@ void read_model(Section& s, ModelConfig& m) {
   moe.read("z_loss_coeff", m.moe.z_loss_coeff);
   moe.read("router_bias_update_rate", m.moe.router_bias_update_rate);
   moe.read("a2a_chunks", m.moe.a2a_chunks);
+  moe.read("first_dense_layers", m.moe.first_dense_layers);
+  moe.read("expert_ffn_hidden_size", m.moe.expert_ffn_hidden_size);
+  moe.read("shared_experts", m.moe.shared_experts);
+  moe.read("shared_expert_ffn_hidden_size", m.moe.shared_expert_ffn_hidden_size);
+  moe.read_enum("score_function", kRouterScoreNames, m.moe.score_function);
+  moe.read("normalize_top_k", m.moe.normalize_top_k);
+}
+
+// Omitted widths and head counts take the value they default to, so that a config reads back
+// from config_to_yaml as the same Config. Runs after validate (the defaults are then valid).
+void resolve_defaults(ModelConfig& m) {
+  m.num_kv_heads = m.kv_heads();
+  if (m.is_moe()) {
+    m.moe.expert_ffn_hidden_size = m.expert_ffn();
+    if (m.moe.shared_experts > 0 && m.moe.shared_expert_ffn_hidden_size == 0)
+      m.moe.shared_expert_ffn_hidden_size = m.moe.expert_ffn_hidden_size;
+  }
 }
 
 // parallel_config.grad_bucket_size: an element count (40000000) or bytes of fp32 gradients with a
@@ -497,6 +521,7 @@ void read_train(Section& s, TrainConfig& t) {
   s.read("eval_interval", t.eval_interval);
   s.read("eval_batches", t.eval_batches);
   s.read("metrics_file", t.metrics_file);
+  s.read("init_from", t.init_from);
 }
 
 bool is_rank_order(const std::string& order) {
@@ -530,6 +555,18 @@ void validate(const Config& c, const ConfigReader& r) {
               fmt::format("head dimension hidden_size / num_heads = {} / {} = {} is odd, expected an even head "
                           "dimension (RoPE rotates pairs)",
                           m.hidden_size, m.num_heads, m.head_dim()));
+  if (r.find("model.num_kv_heads")) {
+    r.require(m.num_kv_heads > 0, "model.num_kv_heads", "a positive integer (1: multi-query attention)",
+              str(m.num_kv_heads));
+    if (m.num_heads % m.num_kv_heads != 0)
+      r.fail_at(r.line_of("model.num_kv_heads"), "model.num_kv_heads",
+                fmt::format("{} does not divide num_heads {}, expected a divisor (each KV head serves num_heads / "
+                            "num_kv_heads query heads)",
+                            m.num_kv_heads, m.num_heads));
+  }
+  r.require(m.rope_theta > 0 && std::isfinite(m.rope_theta), "model.rope_theta", "a positive number",
+            str(m.rope_theta));
+  r.require(m.norm_eps > 0 && m.norm_eps < 1, "model.norm_eps", "a number in (0, 1)", str(m.norm_eps));
   const MoeConfig& moe = m.moe;
   r.require(moe.num_experts >= 0, "model.moe.num_experts", "a non-negative integer (0: dense)", str(moe.num_experts));
   if (moe.num_experts > 0) {
@@ -543,6 +580,30 @@ void validate(const Config& c, const ConfigReader& r) {
                                   std::pair{"model.moe.router_bias_update_rate", moe.router_bias_update_rate}})
       r.require(v >= 0, path, "a non-negative number", str(v));
     positive("model.moe.a2a_chunks", moe.a2a_chunks);
+    r.require(moe.first_dense_layers >= 0 && moe.first_dense_layers < m.num_layers, "model.moe.first_dense_layers",
+              fmt::format("an integer in [0, num_layers = {}) (at least one layer must stay MoE)", m.num_layers),
+              str(moe.first_dense_layers));
+    if (r.find("model.moe.expert_ffn_hidden_size"))
+      positive("model.moe.expert_ffn_hidden_size", moe.expert_ffn_hidden_size);
+    non_negative("model.moe.shared_experts", moe.shared_experts);
+    if (r.find("model.moe.shared_expert_ffn_hidden_size")) {
+      positive("model.moe.shared_expert_ffn_hidden_size", moe.shared_expert_ffn_hidden_size);
+      r.require(moe.shared_experts > 0, "model.moe.shared_expert_ffn_hidden_size",
+                "only together with model.moe.shared_experts > 0", str(moe.shared_expert_ffn_hidden_size));
+    }
+    bool any_moe_layer = moe.first_dense_layers == 0;  // (layer_freq alone was never required to leave one)
+    for (int l = 0; l < m.num_layers; ++l) any_moe_layer |= m.is_moe_layer(l);
+    r.require(any_moe_layer, "model.moe.first_dense_layers",
+              fmt::format("a value leaving at least one MoE layer after the first_dense_layers = {} of {} layers",
+                          moe.first_dense_layers, m.num_layers),
+              str(moe.layer_freq));
+  } else {
+    // MoE-only keys on a dense model would be silently meaningless.
+    for (const char* key : {"model.moe.first_dense_layers", "model.moe.expert_ffn_hidden_size",
+                            "model.moe.shared_experts", "model.moe.shared_expert_ffn_hidden_size",
+                            "model.moe.score_function", "model.moe.normalize_top_k"})
+      if (r.find(key))
+        r.fail_at(r.line_of(key), key, "only applies to MoE models, expected model.moe.num_experts > 0 with it");
   }
 
   const ParallelConfig& p = c.parallel;
@@ -701,7 +762,8 @@ Config parse_config(const std::string& yaml_text, const std::string& source_name
   Section top(reader, root, "", 1, {"model", "parallel_config", "train", "data", "checkpoint"});
 
   Section model = top.section("model", {"vocab_size", "hidden_size", "num_layers", "num_heads", "ffn_hidden_size",
-                                        "seq_length", "tie_embeddings", "moe"});
+                                        "seq_length", "tie_embeddings", "num_kv_heads", "rope_theta", "norm_eps",
+                                        "moe"});
   read_model(model, config.model);
 
   Section parallel = top.section(
@@ -715,7 +777,7 @@ Config parse_config(const std::string& yaml_text, const std::string& source_name
   Section train = top.section(
       "train", {"global_batch_size", "steps", "lr", "min_lr", "warmup_steps", "weight_decay", "grad_clip", "beta1",
                 "beta2", "eps", "seed", "precision", "loss_scale", "max_nonfinite_steps", "grad_compression",
-                "optimizer", "freeze_steps", "log_interval", "eval_interval", "eval_batches", "metrics_file"});
+                "optimizer", "freeze_steps", "log_interval", "eval_interval", "eval_batches", "metrics_file", "init_from"});
   read_train(train, config.train);
 
   Section data = top.section("data", {"train", "valid", "tokenizer", "format"});
@@ -731,6 +793,7 @@ Config parse_config(const std::string& yaml_text, const std::string& source_name
   checkpoint.read("keep", config.checkpoint.keep);
 
   validate(config, reader);
+  resolve_defaults(config.model);
   return config;
 }
 
@@ -750,11 +813,19 @@ std::string config_to_yaml(const Config& c) {
   out << YAML::BeginMap << YAML::Key << "model" << YAML::Value << YAML::BeginMap;
   put("vocab_size", m.vocab_size)("hidden_size", m.hidden_size)("num_layers", m.num_layers)("num_heads", m.num_heads);
   put("ffn_hidden_size", m.ffn_hidden_size)("seq_length", m.seq_length)("tie_embeddings", m.tie_embeddings);
+  put("num_kv_heads", m.kv_heads())("rope_theta", m.rope_theta)("norm_eps", m.norm_eps);
   out << YAML::Key << "moe" << YAML::Value << YAML::BeginMap;
   put("num_experts", m.moe.num_experts)("top_k", m.moe.top_k)("layer_freq", m.moe.layer_freq);
   put("capacity_factor", m.moe.capacity_factor)("aux_loss_coeff", m.moe.aux_loss_coeff);
   put("z_loss_coeff", m.moe.z_loss_coeff)("router_bias_update_rate", m.moe.router_bias_update_rate);
   put("a2a_chunks", m.moe.a2a_chunks);
+  if (m.is_moe()) {
+    put("first_dense_layers", m.moe.first_dense_layers)("expert_ffn_hidden_size", m.expert_ffn());
+    put("shared_experts", m.moe.shared_experts);
+    if (m.moe.shared_experts > 0) put("shared_expert_ffn_hidden_size", m.shared_ffn() / m.moe.shared_experts);
+    put("score_function", name_of(kRouterScoreNames, m.moe.score_function));
+    put("normalize_top_k", m.moe.normalize_top_k);
+  }
   out << YAML::EndMap << YAML::EndMap;
 
   const ParallelConfig& p = c.parallel;
@@ -792,6 +863,7 @@ std::string config_to_yaml(const Config& c) {
   put("optimizer", name_of(kOptimizerNames, t.optimizer))("freeze_steps", t.freeze_steps);
   put("log_interval", t.log_interval)("eval_interval", t.eval_interval)("eval_batches", t.eval_batches);
   put("metrics_file", t.metrics_file);
+  put("init_from", t.init_from);
   out << YAML::EndMap;
 
   out << YAML::Key << "data" << YAML::Value << YAML::BeginMap;

@@ -21,20 +21,25 @@ constexpr int kBlock = 64;
 
 // Strided views of one (batch, head) slice of the qkv activations and of the attention output.
 struct HeadView {
-  int64_t qkv_stride;  // elements between consecutive tokens of qkv: heads * 3 * head_dim
+  int64_t qkv_stride;  // elements between consecutive tokens of qkv: (heads + 2 kv_heads) * head_dim
   int64_t out_stride;  // elements between consecutive tokens of out: heads * head_dim
   int64_t q, k, v;     // offsets of the first token's q/k/v in qkv
   int64_t out;         // offset of the first token's output block in out
   int64_t probs;       // offset of the [seq, seq] probability matrix
 };
 
-HeadView head_view(int b, int h, int seq, int heads, int head_dim) {
+// Query head h of group h / g reads slot h % g; the group's k and v follow its g query slots.
+HeadView head_view(int b, int h, int seq, int heads, int kv_heads, int head_dim) {
+  const int g = heads / kv_heads;
+  const int64_t group = h / g;
   HeadView view;
-  view.qkv_stride = static_cast<int64_t>(heads) * 3 * head_dim;
+  view.qkv_stride = static_cast<int64_t>(heads + 2 * kv_heads) * head_dim;
   view.out_stride = static_cast<int64_t>(heads) * head_dim;
-  view.q = static_cast<int64_t>(b) * seq * view.qkv_stride + static_cast<int64_t>(h) * 3 * head_dim;
-  view.k = view.q + head_dim;
-  view.v = view.q + 2 * head_dim;
+  const int64_t token0 = static_cast<int64_t>(b) * seq * view.qkv_stride;
+  const int64_t group0 = token0 + group * (g + 2) * head_dim;
+  view.q = group0 + static_cast<int64_t>(h % g) * head_dim;
+  view.k = group0 + static_cast<int64_t>(g) * head_dim;
+  view.v = view.k + head_dim;
   view.out = static_cast<int64_t>(b) * seq * view.out_stride + static_cast<int64_t>(h) * head_dim;
   view.probs = (static_cast<int64_t>(b) * heads + h) * seq * seq;
   return view;
@@ -55,12 +60,14 @@ void causal_softmax_row(float* row, int i, int seq) {
 
 }  // namespace
 
-void attention_forward(float* out, float* probs, const float* qkv, int batch, int seq, int heads, int head_dim) {
+void attention_forward(float* out, float* probs, const float* qkv, int batch, int seq, int heads, int kv_heads,
+                       int head_dim) {
   MOE4D_CHECK(batch >= 0 && seq > 0 && heads > 0 && head_dim > 0);
+  MOE4D_CHECK(kv_heads > 0 && heads % kv_heads == 0);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   for (int b = 0; b < batch; ++b)
     for (int h = 0; h < heads; ++h) {
-      const HeadView hv = head_view(b, h, seq, heads, head_dim);
+      const HeadView hv = head_view(b, h, seq, heads, kv_heads, head_dim);
       const int ld = static_cast<int>(hv.qkv_stride);
       float* p = probs + hv.probs;
       for (int r0 = 0; r0 < seq; r0 += kBlock) {
@@ -80,15 +87,19 @@ void attention_forward(float* out, float* probs, const float* qkv, int batch, in
 // With S the scaled scores and P = softmax(S) row-wise:
 //   dV = P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(dP * P)),  dQ = scale dS K,  dK = scale dS^T Q.
 // Pass 1 walks row blocks (dP, dS, dQ need rows [r0, r1) and keys [0, r1)); pass 2 walks column blocks
-// [c0, c1), whose dK and dV only receive contributions from query rows i >= c0.
+// [c0, c1), whose dK and dV only receive contributions from query rows i >= c0. The query heads of a
+// KV group run consecutively: the first writes its group's dK and dV, the others add to them.
 void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* probs, int batch,
-                        int seq, int heads, int head_dim) {
+                        int seq, int heads, int kv_heads, int head_dim) {
   MOE4D_CHECK(batch >= 0 && seq > 0 && heads > 0 && head_dim > 0);
+  MOE4D_CHECK(kv_heads > 0 && heads % kv_heads == 0);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const int g = heads / kv_heads;
   float* ds = scratch;  // [seq, seq]: dP, turned into dS in place; only the lower triangle is ever read
   for (int b = 0; b < batch; ++b)
     for (int h = 0; h < heads; ++h) {
-      const HeadView hv = head_view(b, h, seq, heads, head_dim);
+      const HeadView hv = head_view(b, h, seq, heads, kv_heads, head_dim);
+      const float kv_beta = h % g == 0 ? 0.0f : 1.0f;
       const int ld = static_cast<int>(hv.qkv_stride);
       const int ldo = static_cast<int>(hv.out_stride);
       const float* p = probs + hv.probs;
@@ -115,9 +126,9 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
         const int rows = seq - c0;
         // dK[c0:c1] = scale dS[c0:seq, c0:c1]^T Q[c0:seq];  dV[c0:c1] = P[c0:seq, c0:c1]^T dO[c0:seq]
         gemm(true, false, c1 - c0, head_dim, rows, scale, ds + static_cast<int64_t>(c0) * seq + c0, seq,
-             qkv + hv.q + c0 * hv.qkv_stride, ld, 0.0f, dqkv + hv.k + c0 * hv.qkv_stride, ld);
+             qkv + hv.q + c0 * hv.qkv_stride, ld, kv_beta, dqkv + hv.k + c0 * hv.qkv_stride, ld);
         gemm(true, false, c1 - c0, head_dim, rows, 1.0f, p + static_cast<int64_t>(c0) * seq + c0, seq,
-             d_o + c0 * hv.out_stride, ldo, 0.0f, dqkv + hv.v + c0 * hv.qkv_stride, ld);
+             d_o + c0 * hv.out_stride, ldo, kv_beta, dqkv + hv.v + c0 * hv.qkv_stride, ld);
       }
     }
 }

@@ -1,21 +1,28 @@
-// kernels/attention.h — causal multi-head softmax attention, computed as GEMMs per (batch, head).
+// kernels/attention.h — causal softmax attention with grouped-query heads, as GEMMs per (batch, head).
 //
-// Layout of the fused projection output (what x @ W_qkv produces): qkv[token, head, {q,k,v}, head_dim],
-// i.e. the columns of W_qkv are ordered head-major, and within a head q, k, v are contiguous. A
-// tensor-parallel shard of W_qkv is therefore a contiguous block of columns (whole heads).
+// `heads` query heads share `kv_heads` key/value heads (kv_heads divides heads; kv_heads == heads is
+// multi-head attention, 1 is multi-query): query head h reads KV head h / (heads / kv_heads).
+//
+// Layout of the fused projection output (what x @ W_qkv produces), group-major:
+//   qkv[token, group, slot, head_dim],  group in [0, kv_heads),  slot in [0, g + 2),  g = heads / kv_heads
+// where slots 0..g-1 are the group's query heads (query head group * g + slot), slot g its key head and
+// slot g + 1 its value head. With kv_heads == heads this is [token, head, {q,k,v}, head_dim]. A tensor-
+// parallel shard of W_qkv is a contiguous block of columns: whole groups, i.e. a rank's query heads
+// together with the KV heads they read (as Megatron-LM lays out its fused GQA projection).
 #pragma once
 
 namespace moe4d {
 
-// qkv:   [batch * seq, heads, 3, head_dim] (RoPE already applied to q and k)
-// out:   [batch * seq, heads * head_dim] (heads concatenated in order); overwritten
+// qkv:   [batch * seq, kv_heads, heads / kv_heads + 2, head_dim] (RoPE already applied to q and k)
+// out:   [batch * seq, heads * head_dim] (query heads concatenated in order); overwritten
 // probs: [batch, heads, seq, seq] softmax(q k^T / sqrt(head_dim)) with the causal mask (zeros above
 //        the diagonal); saved for backward (or recomputed by calling forward again)
-void attention_forward(float* out, float* probs, const float* qkv, int batch, int seq, int heads, int head_dim);
+void attention_forward(float* out, float* probs, const float* qkv, int batch, int seq, int heads, int kv_heads,
+                       int head_dim);
 
-// dqkv: [batch * seq, heads, 3, head_dim], overwritten with d loss / d qkv.
-// scratch: at least seq * seq floats.
+// dqkv: same layout as qkv, overwritten with d loss / d qkv (a KV head's gradient sums over its
+// query heads). scratch: at least seq * seq floats.
 void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* probs, int batch,
-                        int seq, int heads, int head_dim);
+                        int seq, int heads, int kv_heads, int head_dim);
 
 }  // namespace moe4d

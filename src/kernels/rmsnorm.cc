@@ -8,11 +8,11 @@
 
 namespace moe4d {
 
-void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int n, int d) {
+void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int n, int d, float eps) {
   for (int i = 0; i < n; ++i) {
     const float* xi = x + static_cast<int64_t>(i) * d;
     float* oi = out + static_cast<int64_t>(i) * d;
-    const float r = 1.0f / std::sqrt(vec::dot(xi, xi, d) / static_cast<float>(d) + kRmsNormEps);
+    const float r = 1.0f / std::sqrt(vec::dot(xi, xi, d) / static_cast<float>(d) + eps);
     rstd[i] = r;
     for (int j = 0; j < d; ++j) oi[j] = xi[j] * r * w[j];
   }

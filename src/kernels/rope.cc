@@ -28,18 +28,20 @@ namespace {
 
 // Rotates each pair (v[2i], v[2i+1]) of q and k of every head of every token by the angle of its
 // position; `sign` = -1 rotates backwards (the transpose, used by the backward pass).
-void rope_apply(float* qkv, const RopeTable& table, int batch, int heads, float sign) {
+void rope_apply(float* qkv, const RopeTable& table, int batch, int heads, int kv_heads, float sign) {
+  MOE4D_CHECK(kv_heads > 0 && heads % kv_heads == 0);
   const int hd = table.head_dim;
   const int half = hd / 2;
-  const int64_t row_stride = static_cast<int64_t>(heads) * 3 * hd;
+  const int g = heads / kv_heads;
+  const int64_t row_stride = static_cast<int64_t>(heads + 2 * kv_heads) * hd;
   for (int b = 0; b < batch; ++b)
     for (int p = 0; p < table.seq; ++p) {
       float* row = qkv + (static_cast<int64_t>(b) * table.seq + p) * row_stride;
       const float* c = table.cos.data() + static_cast<int64_t>(p) * half;
       const float* s = table.sin.data() + static_cast<int64_t>(p) * half;
-      for (int h = 0; h < heads; ++h)
-        for (int part = 0; part < 2; ++part) {  // q, then k; v is not rotated
-          float* v = row + (static_cast<int64_t>(h) * 3 + part) * hd;
+      for (int group = 0; group < kv_heads; ++group)
+        for (int slot = 0; slot <= g; ++slot) {  // the g query heads, then k; v is not rotated
+          float* v = row + (static_cast<int64_t>(group) * (g + 2) + slot) * hd;
           for (int i = 0; i < half; ++i) {
             const float x0 = v[2 * i], x1 = v[2 * i + 1];
             const float si = sign * s[i];
@@ -52,12 +54,12 @@ void rope_apply(float* qkv, const RopeTable& table, int batch, int heads, float 
 
 }  // namespace
 
-void rope_forward(float* qkv, const RopeTable& table, int batch, int heads) {
-  rope_apply(qkv, table, batch, heads, 1.0f);
+void rope_forward(float* qkv, const RopeTable& table, int batch, int heads, int kv_heads) {
+  rope_apply(qkv, table, batch, heads, kv_heads, 1.0f);
 }
 
-void rope_backward(float* dqkv, const RopeTable& table, int batch, int heads) {
-  rope_apply(dqkv, table, batch, heads, -1.0f);
+void rope_backward(float* dqkv, const RopeTable& table, int batch, int heads, int kv_heads) {
+  rope_apply(dqkv, table, batch, heads, kv_heads, -1.0f);
 }
 
 }  // namespace moe4d

@@ -1,8 +1,9 @@
-// kernels/rope.h — rotary position embedding (theta 10000, rotating pairs (2i, 2i+1)).
+// kernels/rope.h — rotary position embedding (theta = model.rope_theta, default 10000, rotating pairs
+// (2i, 2i+1)).
 //
 // For a head vector v at position p: (v[2i], v[2i+1]) is rotated by angle p * theta^(-2i/head_dim).
-// The activations use the attention layout qkv[token, head, {q,k,v}, head_dim] (see attention.h);
-// RoPE rotates q and k of every head in place and leaves v alone. Token t of a [batch, seq] block
+// The activations use the grouped attention layout qkv[token, group, {q_0..q_{g-1}, k, v}, head_dim]
+// (see attention.h); RoPE rotates every query and key head in place and leaves v alone. Token t of a [batch, seq] block
 // has position t % seq.
 #pragma once
 
@@ -19,10 +20,10 @@ struct RopeTable {
   std::vector<float> sin;  // [seq, head_dim / 2]
 };
 
-// qkv: [batch * seq, heads, 3, head_dim]; rotates q and k in place.
-void rope_forward(float* qkv, const RopeTable& table, int batch, int heads);
+// qkv: [batch * seq, kv_heads, heads / kv_heads + 2, head_dim]; rotates q and k in place.
+void rope_forward(float* qkv, const RopeTable& table, int batch, int heads, int kv_heads);
 
 // dqkv: same layout; applies the inverse rotation to dq and dk in place (the transpose of forward).
-void rope_backward(float* dqkv, const RopeTable& table, int batch, int heads);
+void rope_backward(float* dqkv, const RopeTable& table, int batch, int heads, int kv_heads);
 
 }  // namespace moe4d

@@ -1,4 +1,4 @@
-// kernels/router.cc — MoE router: fp32 softmax, top-k with renormalised weights, aux and z losses.
+// kernels/router.cc — MoE router: fp32 softmax or sigmoid scores, top-k weights, aux and z losses.
 #include "kernels/router.h"
 
 #include <cmath>
@@ -45,29 +45,37 @@ void select_top_k(int* idx, const float* p, const float* bias, int experts, int 
 
 }  // namespace
 
-void router_forward(float* probs, float* lse, int* topk_idx, float* topk_w, const float* logits,
-                    const float* select_bias, int tokens, int experts, int k) {
+void router_forward(float* scores, float* lse, int* topk_idx, float* topk_w, const float* logits,
+                    const float* select_bias, int tokens, int experts, int k, const RouterScoring& scoring) {
   MOE4D_CHECK(tokens >= 0 && experts > 0 && k > 0 && k <= experts);
   for (int t = 0; t < tokens; ++t) {
     const float* l = logits + static_cast<int64_t>(t) * experts;
-    float* p = probs + static_cast<int64_t>(t) * experts;
+    float* p = scores + static_cast<int64_t>(t) * experts;
     const float m = vec::max(l, experts);
     float s = 0.0f;
     for (int e = 0; e < experts; ++e) {
       p[e] = vec::exp(l[e] - m);
       s += p[e];
     }
-    const float inv_s = 1.0f / s;
-    for (int e = 0; e < experts; ++e) p[e] *= inv_s;
     lse[t] = m + std::log(s);
+    if (scoring.sigmoid) {
+      for (int e = 0; e < experts; ++e) p[e] = 1.0f / (1.0f + std::exp(-l[e]));
+    } else {
+      const float inv_s = 1.0f / s;
+      for (int e = 0; e < experts; ++e) p[e] *= inv_s;
+    }
 
     int* idx = topk_idx + static_cast<int64_t>(t) * k;
     float* w = topk_w + static_cast<int64_t>(t) * k;
     select_top_k(idx, p, select_bias, experts, k);
+    if (!scoring.normalize) {
+      for (int j = 0; j < k; ++j) w[j] = p[idx[j]];
+      continue;
+    }
     float picked = 0.0f;
     for (int j = 0; j < k; ++j) picked += p[idx[j]];
-    // picked == 0 needs every picked probability to underflow (a bias steering far away from the
-    // softmax); the token then gets zero weights instead of 0/0.
+    // picked == 0 needs every picked score to underflow (a bias steering far away from the scores);
+    // the token then gets zero weights instead of 0/0.
     const float inv_picked = picked > 0.0f ? 1.0f / picked : 0.0f;
     for (int j = 0; j < k; ++j) w[j] = p[idx[j]] * inv_picked;
   }
@@ -82,13 +90,19 @@ void router_expert_counts(int* counts, const int* topk_idx, int tokens, int expe
   }
 }
 
-// E * sum_i f_i P_i = E / (T^2 k) * sum_{t,i} counts_i * probs[t, i].
-float router_aux_loss(const float* probs, const int* counts, int tokens, int experts, int k) {
+// E * sum_i f_i P_i = E / (T^2 k) * sum_{t,i} counts_i * q[t, i], q the token's normalised scores.
+float router_aux_loss(const float* scores, const int* counts, int tokens, int experts, int k,
+                      const RouterScoring& scoring) {
   if (tokens == 0) return 0.0f;
   double acc = 0.0;
   for (int t = 0; t < tokens; ++t) {
-    const float* p = probs + static_cast<int64_t>(t) * experts;
-    for (int e = 0; e < experts; ++e) acc += static_cast<double>(counts[e]) * p[e];
+    const float* p = scores + static_cast<int64_t>(t) * experts;
+    double row = 0.0, total = 0.0;
+    for (int e = 0; e < experts; ++e) {
+      row += static_cast<double>(counts[e]) * p[e];
+      total += p[e];
+    }
+    acc += scoring.sigmoid ? (total > 0.0 ? row / total : 0.0) : row;
   }
   return static_cast<float>(acc * experts / (static_cast<double>(tokens) * tokens * k));
 }
@@ -100,38 +114,63 @@ float router_z_loss(const float* lse, int tokens) {
   return static_cast<float>(acc / tokens);
 }
 
-// Per token, with p = softmax(l), picks e_j, S = sum_j p[e_j], w_j = p[e_j] / S and upstream g_j:
-//   d/dp[e_j] of sum_j g_j w_j  = (g_j - sum_q g_q w_q) / S
-//   d/dp[e]   of aux_coef * aux = aux_coef * E * f_e / T           (f_e held constant)
+// Per token, with scores p (softmax) or s (sigmoid), picks e_j, S = sum_j p[e_j], w_j = p[e_j] / S
+// (normalised) or p[e_j], and upstream g_j, first the gradient dp of the scores:
+//   d/dp[e_j] of sum_j g_j w_j  = (g_j - sum_q g_q w_q) / S    normalised;   g_j otherwise
+//   d/dp[e]   of aux_coef * aux = aux_coef * E * f_e / T        softmax (f_e held constant);
+//                                 with q = s / sum(s), Z = sum(s):  aux_coef * E / T * (f_e - sum_i f_i q_i) / Z
+// then through the scores:
 //   softmax:  dl[e] = p[e] * (dp[e] - sum_e' p[e'] dp[e'])
-//   z-loss:   dl[e] += z_coef * 2 lse / T * p[e]                   (d lse / d l[e] = p[e])
-void router_backward(float* dlogits, const float* dtopk_w, const float* probs, const float* lse, const int* topk_idx,
+//   sigmoid:  dl[e] = dp[e] * s[e] * (1 - s[e])
+// and the z-loss: dl[e] += z_coef * 2 lse / T * softmax(l)[e]      (d lse / d l[e] = softmax(l)[e]).
+void router_backward(float* dlogits, const float* dtopk_w, const float* scores, const float* lse, const int* topk_idx,
                      const float* topk_w, const int* counts, int tokens, int experts, int k, float aux_coef,
-                     float z_coef) {
+                     float z_coef, const RouterScoring& scoring, const float* logits) {
   if (tokens == 0) return;
+  MOE4D_CHECK_MSG(!scoring.sigmoid || logits != nullptr, "sigmoid router backward needs the logits");
   const float aux_scale =
       static_cast<float>(static_cast<double>(aux_coef) * experts / (static_cast<double>(tokens) * tokens * k));
   const float z_scale = 2.0f * z_coef / static_cast<float>(tokens);
   for (int t = 0; t < tokens; ++t) {
-    const float* p = probs + static_cast<int64_t>(t) * experts;
-    float* dl = dlogits + static_cast<int64_t>(t) * experts;  // holds dp until the softmax step
-    for (int e = 0; e < experts; ++e) dl[e] = aux_scale * static_cast<float>(counts[e]);
+    const float* p = scores + static_cast<int64_t>(t) * experts;
+    float* dl = dlogits + static_cast<int64_t>(t) * experts;  // holds dp until the score step
+    if (scoring.sigmoid) {
+      float total = 0.0f, fq = 0.0f;
+      for (int e = 0; e < experts; ++e) {
+        total += p[e];
+        fq += static_cast<float>(counts[e]) * p[e];
+      }
+      const float inv_total = total > 0.0f ? 1.0f / total : 0.0f;
+      fq *= inv_total;
+      for (int e = 0; e < experts; ++e) dl[e] = aux_scale * (static_cast<float>(counts[e]) - fq) * inv_total;
+    } else {
+      for (int e = 0; e < experts; ++e) dl[e] = aux_scale * static_cast<float>(counts[e]);
+    }
     if (dtopk_w != nullptr) {
       const int* idx = topk_idx + static_cast<int64_t>(t) * k;
       const float* g = dtopk_w + static_cast<int64_t>(t) * k;
       const float* w = topk_w + static_cast<int64_t>(t) * k;
-      float picked = 0.0f, gw = 0.0f;
-      for (int j = 0; j < k; ++j) {
-        picked += p[idx[j]];
-        gw += g[j] * w[j];
+      if (scoring.normalize) {
+        float picked = 0.0f, gw = 0.0f;
+        for (int j = 0; j < k; ++j) {
+          picked += p[idx[j]];
+          gw += g[j] * w[j];
+        }
+        if (picked > 0.0f)  // see router_forward: zero weights carry no gradient
+          for (int j = 0; j < k; ++j) dl[idx[j]] += (g[j] - gw) / picked;
+      } else {
+        for (int j = 0; j < k; ++j) dl[idx[j]] += g[j];
       }
-      if (picked > 0.0f)  // see router_forward: zero weights carry no gradient
-        for (int j = 0; j < k; ++j) dl[idx[j]] += (g[j] - gw) / picked;
     }
-    float dot = 0.0f;
-    for (int e = 0; e < experts; ++e) dot += p[e] * dl[e];
     const float z = z_scale * lse[t];
-    for (int e = 0; e < experts; ++e) dl[e] = p[e] * (dl[e] - dot + z);
+    if (scoring.sigmoid) {
+      const float* l = logits + static_cast<int64_t>(t) * experts;
+      for (int e = 0; e < experts; ++e) dl[e] = dl[e] * p[e] * (1.0f - p[e]) + z * std::exp(l[e] - lse[t]);
+    } else {
+      float dot = 0.0f;
+      for (int e = 0; e < experts; ++e) dot += p[e] * dl[e];
+      for (int e = 0; e < experts; ++e) dl[e] = p[e] * (dl[e] - dot + z);
+    }
   }
 }
 

@@ -14,7 +14,7 @@ namespace {
 struct AttentionSaved {
   float* rstd;   // [T]
   float* xn;     // [T, d]
-  float* qkv;    // [T, 3 * local_d] after RoPE
+  float* qkv;    // [T, local_kv_heads, g + 2, head_dim] after RoPE
   float* probs;  // [B, local_heads, S, S]; null under selective recompute
   float* attn;   // [T, local_d]
 };
@@ -23,13 +23,16 @@ constexpr GemmLabels kOutLabels{"attention core output", "attention output"};
 }  // namespace
 
 AttentionBlock::AttentionBlock(int layer, const ModelConfig& model, const ParallelContext& pc, ParamStore& params)
-    : local_heads_(model.num_heads / pc.tp_size()), head_dim_(model.head_dim()), hidden_(model.hidden_size) {
+    : local_heads_(model.num_heads / pc.tp_size()),
+      local_kv_heads_(model.kv_heads() / pc.tp_size()),
+      head_dim_(model.head_dim()),
+      hidden_(model.hidden_size) {
   const int tp = pc.tp_size(), tp_rank = pc.coord.tp;
   const int64_t d = model.hidden_size;
   const std::string prefix = fmt::format("layers.{}.", layer);
   ParamInfo norm{.name = prefix + "attn_norm.weight", .global_shape = {d}, .init = ParamInit::kOnes,
                  .weight_decay = false, .tp_replicated = true, .layer = layer};
-  ParamInfo qkv{.name = prefix + "attn.qkv.weight", .global_shape = {d, 3 * d}, .shards = {{1, tp, tp_rank}},
+  ParamInfo qkv{.name = prefix + "attn.qkv.weight", .global_shape = {d, model.qkv_width()}, .shards = {{1, tp, tp_rank}},
                 .layer = layer};
   ParamInfo out{.name = prefix + "attn.out.weight", .global_shape = {d, d}, .shards = {{0, tp, tp_rank}},
                 .init_std = 0.02f / std::sqrt(2.0f * model.num_layers), .layer = layer};
@@ -40,20 +43,21 @@ AttentionBlock::AttentionBlock(int layer, const ModelConfig& model, const Parall
 
 void* AttentionBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) const {
   const int T = ctx.tokens(), d = hidden_, ld = local_heads_ * head_dim_;
+  const int lqkv = (local_heads_ + 2 * local_kv_heads_) * head_dim_;
   Arena& keep = ctx.recompute == RecomputeGranularity::kFull ? ctx.scratch : ctx.saved;
   auto* s = keep.alloc<AttentionSaved>(1);
   s->rstd = keep.alloc_f32(T);
   s->xn = keep.alloc_f32(size_t(T) * d);
-  s->qkv = keep.alloc_f32(size_t(T) * 3 * ld);
+  s->qkv = keep.alloc_f32(size_t(T) * lqkv);
   s->attn = keep.alloc_f32(size_t(T) * ld);
   const size_t probs_size = size_t(ctx.batch) * local_heads_ * ctx.seq * ctx.seq;
   s->probs = ctx.recompute == RecomputeGranularity::kSelective ? nullptr : keep.alloc_f32(probs_size);
   float* probs = s->probs ? s->probs : ctx.scratch.alloc_f32(probs_size);
 
-  rmsnorm_forward(s->xn, s->rstd, x_in, ctx.params.value(norm_id_), T, d);
-  block_matmul_forward(ctx, {.labels = kQkvLabels, .weight_id = qkv_id_}, s->qkv, s->xn, T, d, 3 * ld);
-  rope_forward(s->qkv, ctx.rope, ctx.batch, local_heads_);
-  attention_forward(s->attn, probs, s->qkv, ctx.batch, ctx.seq, local_heads_, head_dim_);
+  rmsnorm_forward(s->xn, s->rstd, x_in, ctx.params.value(norm_id_), T, d, float(ctx.model.norm_eps));
+  block_matmul_forward(ctx, {.labels = kQkvLabels, .weight_id = qkv_id_}, s->qkv, s->xn, T, d, lqkv);
+  rope_forward(s->qkv, ctx.rope, ctx.batch, local_heads_, local_kv_heads_);
+  attention_forward(s->attn, probs, s->qkv, ctx.batch, ctx.seq, local_heads_, local_kv_heads_, head_dim_);
   // Row-parallel W_o: each TP rank produces a partial sum of the output.
   block_matmul_forward(ctx, {.labels = kOutLabels, .weight_id = out_id_}, x_out, s->attn, T, ld, d);
   if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(x_out, size_t(T) * d);
@@ -64,21 +68,23 @@ void* AttentionBlock::forward(const float* x_in, float* x_out, BlockContext& ctx
 void AttentionBlock::backward(float* dx, const float* x_in, const void* saved, BlockContext& ctx) const {
   const auto* s = static_cast<const AttentionSaved*>(saved);
   const int T = ctx.tokens(), d = hidden_, ld = local_heads_ * head_dim_;
+  const int lqkv = (local_heads_ + 2 * local_kv_heads_) * head_dim_;
   const float* probs = s->probs;
   if (!probs) {  // selective recompute: rebuild the attention probabilities
     float* p = ctx.scratch.alloc_f32(size_t(ctx.batch) * local_heads_ * ctx.seq * ctx.seq);
     float* discard = ctx.scratch.alloc_f32(size_t(T) * ld);
-    attention_forward(discard, p, s->qkv, ctx.batch, ctx.seq, local_heads_, head_dim_);
+    attention_forward(discard, p, s->qkv, ctx.batch, ctx.seq, local_heads_, local_kv_heads_, head_dim_);
     probs = p;
   }
   float* dattn = ctx.scratch.alloc_f32(size_t(T) * ld);
   block_matmul_backward(ctx, {.labels = kOutLabels, .weight_id = out_id_}, dattn, dx, s->attn, T, ld, d, false);
-  float* dqkv = ctx.scratch.alloc_f32(size_t(T) * 3 * ld);
+  float* dqkv = ctx.scratch.alloc_f32(size_t(T) * lqkv);
   float* att_scratch = ctx.scratch.alloc_f32(size_t(ctx.seq) * ctx.seq);
-  attention_backward(dqkv, att_scratch, dattn, s->qkv, probs, ctx.batch, ctx.seq, local_heads_, head_dim_);
-  rope_backward(dqkv, ctx.rope, ctx.batch, local_heads_);
+  attention_backward(dqkv, att_scratch, dattn, s->qkv, probs, ctx.batch, ctx.seq, local_heads_, local_kv_heads_,
+                     head_dim_);
+  rope_backward(dqkv, ctx.rope, ctx.batch, local_heads_, local_kv_heads_);
   float* dxn = ctx.scratch.alloc_f32(size_t(T) * d);
-  block_matmul_backward(ctx, {.labels = kQkvLabels, .weight_id = qkv_id_}, dxn, dqkv, s->xn, T, d, 3 * ld, false);
+  block_matmul_backward(ctx, {.labels = kQkvLabels, .weight_id = qkv_id_}, dxn, dqkv, s->xn, T, d, lqkv, false);
   // Column-parallel W_qkv: the input gradient is a partial sum over TP ranks.
   if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(dxn, size_t(T) * d);
   rmsnorm_backward(dx, ctx.params.grad(norm_id_), dxn, x_in, ctx.params.value(norm_id_), s->rstd, T, d);

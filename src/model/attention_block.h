@@ -1,11 +1,17 @@
-// model/attention_block.h — x + W_o · Attn(RoPE(RMSNorm(x) · W_qkv)), Megatron tensor parallel.
+// model/attention_block.h — x + W_o · Attn(RoPE(RMSNorm(x) · W_qkv)), Megatron tensor parallel,
+// with grouped-query attention (model.num_kv_heads KV heads shared by num_heads query heads).
 //
-// W_qkv [d, 3d] is column-parallel (each TP rank holds whole heads: the column layout is
-// head-major, see kernels/attention.h), W_o [d, d] row-parallel; the partial outputs are summed
-// over the TP group in forward and the partial input gradients in backward.
+// W_qkv [d, (h + 2 kvh) * head_dim] has its columns grouped by KV head (kernels/attention.h):
+// for KV group j in 0..kvh-1, the g = h / kvh query heads j*g .. j*g+g-1, then key head j, then
+// value head j, each head_dim columns. kvh == h is today's [d, 3d] layout [head][q, k, v]. It is
+// column-parallel: TP rank r holds groups r*kvh/tp .. (r+1)*kvh/tp - 1, i.e. its own query heads
+// and the KV heads they read, one contiguous column block (num_kv_heads % tp == 0). W_o [h * head_dim,
+// d] = [d, d] is row-parallel; the partial outputs are summed over the TP group in forward and the
+// partial input gradients in backward.
 #pragma once
 
 #include "model/block_context.h"
+#include "model/kv_cache.h"
 
 namespace moe4d {
 
@@ -21,9 +27,16 @@ class AttentionBlock {
   // dx[T, d]: on entry d loss / d x_out, on exit d loss / d x_in. Accumulates parameter gradients.
   void backward(float* dx, const float* x_in, const void* saved, BlockContext& ctx) const;
 
+  // Inference with a KV cache (model/attention_cached.cc): x_out[n, d] = x_in + attention of the n
+  // new tokens (ctx.batch 1, ctx.seq n) at positions cache.length .. cache.length + n - 1 over every
+  // cached position before them; appends their keys and values to layer `layer` of the cache (the
+  // caller advances cache.length after the last layer). Temporaries in ctx.scratch.
+  void forward_cached(const float* x_in, float* x_out, KvCache& cache, int layer, BlockContext& ctx) const;
+
  private:
   int norm_id_, qkv_id_, out_id_;
   int local_heads_;
+  int local_kv_heads_;
   int head_dim_;
   int hidden_;
 };

@@ -50,7 +50,7 @@ void* FfnBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
   s->g = ctx.recompute == RecomputeGranularity::kSelective ? nullptr : keep.alloc_f32(size_t(T) * f);
   float* g = s->g ? s->g : ctx.scratch.alloc_f32(size_t(T) * f);
 
-  rmsnorm_forward(s->xn, s->rstd, x_in, ctx.params.value(norm_id_), T, d);
+  rmsnorm_forward(s->xn, s->rstd, x_in, ctx.params.value(norm_id_), T, d, float(ctx.model.norm_eps));
   block_matmul_forward(ctx, {.labels = kW1Labels, .weight_id = w1_id_}, s->h1, s->xn, T, d, f);
   block_matmul_forward(ctx, {.labels = kW3Labels, .weight_id = w3_id_}, s->h3, s->xn, T, d, f);
   swiglu_forward(g, s->h1, s->h3, int64_t(T) * f);

@@ -74,7 +74,7 @@ void* LmHead::forward(const float* x, const int* targets, BlockContext& ctx, Hea
   s->logits = keep.alloc_f32(size_t(T) * V);
   s->max = keep.alloc_f32(T);
   s->sumexp = keep.alloc_f32(T);
-  rmsnorm_forward(s->xn, s->rstd, x, ctx.params.value(norm_id_), T, d);
+  rmsnorm_forward(s->xn, s->rstd, x, ctx.params.value(norm_id_), T, d, float(ctx.model.norm_eps));
   project(s->xn, s->logits, T, ctx);
 
   Communicator* tp = ctx.pc.tp_size() > 1 ? ctx.pc.tp.get() : nullptr;
@@ -125,7 +125,7 @@ void LmHead::logits_at(const float* x, int position, float* out, BlockContext& c
     std::memcpy(last + size_t(b) * d, x + (size_t(b) * S + position) * d, sizeof(float) * d);
   float* rstd = ctx.scratch.alloc_f32(B);
   float* xn = ctx.scratch.alloc_f32(size_t(B) * d);
-  rmsnorm_forward(xn, rstd, last, ctx.params.value(norm_id_), B, d);
+  rmsnorm_forward(xn, rstd, last, ctx.params.value(norm_id_), B, d, float(ctx.model.norm_eps));
   float* local = ctx.scratch.alloc_f32(size_t(B) * V);
   project(xn, local, B, ctx);
   if (ctx.pc.tp_size() == 1) {

@@ -1,9 +1,11 @@
 // model/model_flops.h — training FLOPs of the reference model, the numerator of throughput and MFU.
 //
 // Per token: 6 x (weights of the matmuls the token passes through: attention QKV + output, the dense
-// FFN or its top_k experts, the router, the head) + 6 x layers x seq x hidden for causal attention
-// (scores and weighted sum over on average seq/2 positions, forward 2 GEMMs x 2 FLOP, backward twice
-// that). This is the convention of the issue that introduced it and of Megatron's MFU accounting.
+// FFN or its top_k experts plus the shared experts, the router, the head) + 6 x layers x seq x
+// hidden for causal attention (scores and weighted sum over on average seq/2 positions, forward 2
+// GEMMs x 2 FLOP, backward twice that; grouped-query attention does not change these, only the
+// width of the QKV projection). This is the convention of the issue that introduced it and of
+// Megatron's MFU accounting.
 #pragma once
 
 #include "config/config.h"
@@ -14,9 +16,9 @@ inline double matmul_params_per_token(const ModelConfig& m) {
   const double d = m.hidden_size, f = m.ffn_hidden_size;
   double per_token = 0;
   for (int l = 0; l < m.num_layers; ++l) {
-    per_token += 4 * d * d;  // W_qkv [d, 3d] + W_o [d, d]
+    per_token += d * m.qkv_width() + d * d;  // W_qkv [d, (h + 2 kvh) head_dim] + W_o [d, d]
     if (m.is_moe_layer(l))
-      per_token += m.moe.top_k * 3 * d * f + d * m.moe.num_experts;
+      per_token += m.moe.top_k * 3 * d * m.expert_ffn() + 3 * d * m.shared_ffn() + d * m.moe.num_experts;
     else
       per_token += 3 * d * f;
   }

@@ -22,7 +22,8 @@ namespace {
 struct MoeSaved {
   float* rstd;         // [T]
   float* xn;           // [T, d]
-  float* probs;        // [T, E]
+  float* logits;       // [T, E] router logits (sigmoid scoring only: its z-loss gradient needs them)
+  float* probs;        // [T, E] router scores (softmax probabilities or sigmoids)
   float* lse;          // [T]
   int* topk_idx;       // [T, k]
   float* topk_w;       // [T, k]
@@ -34,28 +35,36 @@ struct MoeSaved {
   float* h3;           // [R, f_local]
   float* g;            // [R, f_local]; null under selective recompute
   float* y;            // [rows, d] expert outputs back at their source positions (TP partial sums)
+  float* sh1;          // [T, fs_local] shared experts' xn W1 (null without shared experts)
+  float* sh3;          // [T, fs_local]
+  float* sg;           // [T, fs_local]; null under selective recompute
   ExpertExchangePlan plan;
 };
 constexpr GemmLabels kRouterLabels{"moe input (ffn_norm output)", "router logits"};
 constexpr GemmLabels kW1Labels{"expert input", "expert w1 projection"};
 constexpr GemmLabels kW3Labels{"expert input", "expert w3 projection"};
 constexpr GemmLabels kW2Labels{"expert swiglu output", "expert output"};
+constexpr GemmLabels kSharedW1Labels{"moe input (ffn_norm output)", "shared expert w1 projection"};
+constexpr GemmLabels kSharedW3Labels{"moe input (ffn_norm output)", "shared expert w3 projection"};
+constexpr GemmLabels kSharedW2Labels{"shared expert swiglu output", "shared expert output"};
 }  // namespace
 
 MoeBlock::MoeBlock(int layer, const ModelConfig& model, ParallelContext& pc, ParamStore& params)
     : layer_(layer),
       hidden_(model.hidden_size),
-      local_ffn_(model.ffn_hidden_size / pc.tp_size()),
+      local_ffn_(model.expert_ffn() / pc.tp_size()),
+      local_shared_ffn_(model.shared_ffn() / pc.tp_size()),
       experts_(model.moe.num_experts),
       local_experts_(model.moe.num_experts / pc.ep_size()),
       top_k_(model.moe.top_k),
+      scoring_{.sigmoid = model.moe.score_function == RouterScore::kSigmoid, .normalize = model.moe.normalize_top_k},
       capacity_factor_(model.moe.capacity_factor),
       aux_coeff_(static_cast<float>(model.moe.aux_loss_coeff)),
       z_coeff_(static_cast<float>(model.moe.z_loss_coeff)),
       exchange_(*pc.ep, model.moe.num_experts, pc.ep_size() > 1 ? model.moe.a2a_chunks : 1),
       router_bias_(model.moe.num_experts, 0.0f) {
   const int tp = pc.tp_size(), tp_rank = pc.coord.tp, ep = pc.ep_size(), ep_rank = pc.coord.ep;
-  const int64_t d = model.hidden_size, f = model.ffn_hidden_size, e = model.moe.num_experts;
+  const int64_t d = model.hidden_size, f = model.expert_ffn(), e = model.moe.num_experts;
   const std::string prefix = fmt::format("layers.{}.", layer);
   const float out_std = 0.02f / std::sqrt(2.0f * model.num_layers);
   norm_id_ = params.add({.name = prefix + "ffn_norm.weight", .global_shape = {d}, .init = ParamInit::kOnes,
@@ -70,6 +79,42 @@ MoeBlock::MoeBlock(int layer, const ModelConfig& model, ParallelContext& pc, Par
   w2_id_ = params.add({.name = prefix + "moe.experts.w2", .global_shape = {e, f, d},
                        .shards = {{0, ep, ep_rank}, {1, tp, tp_rank}}, .group = expert, .init_std = out_std,
                        .layer = layer});
+  if (const int64_t fs = model.shared_ffn(); fs > 0) {
+    shared_w1_id_ = params.add({.name = prefix + "moe.shared.w1.weight", .global_shape = {d, fs},
+                                .shards = {{1, tp, tp_rank}}, .layer = layer});
+    shared_w3_id_ = params.add({.name = prefix + "moe.shared.w3.weight", .global_shape = {d, fs},
+                                .shards = {{1, tp, tp_rank}}, .layer = layer});
+    shared_w2_id_ = params.add({.name = prefix + "moe.shared.w2.weight", .global_shape = {fs, d},
+                                .shards = {{0, tp, tp_rank}}, .init_std = out_std, .layer = layer});
+  }
+}
+
+void MoeBlock::shared_forward(const float* xn, float* h1, float* h3, float* g, float* x_out, int T,
+                              BlockContext& ctx) const {
+  const int d = hidden_, f = local_shared_ffn_;
+  block_matmul_forward(ctx, {.labels = kSharedW1Labels, .weight_id = shared_w1_id_}, h1, xn, T, d, f);
+  block_matmul_forward(ctx, {.labels = kSharedW3Labels, .weight_id = shared_w3_id_}, h3, xn, T, d, f);
+  swiglu_forward(g, h1, h3, int64_t(T) * f);
+  float* y = ctx.scratch.alloc_f32(size_t(T) * d);
+  block_matmul_forward(ctx, {.labels = kSharedW2Labels, .weight_id = shared_w2_id_}, y, g, T, f, d);
+  axpy(x_out, y, 1.0f, int64_t(T) * d);
+}
+
+void MoeBlock::shared_backward(const float* dout, const float* xn, const float* h1, const float* h3, const float* g,
+                               float* dxn, int T, BlockContext& ctx) const {
+  const int d = hidden_, f = local_shared_ffn_;
+  if (!g) {  // selective recompute: rebuild the gated activation
+    float* rebuilt = ctx.scratch.alloc_f32(size_t(T) * f);
+    swiglu_forward(rebuilt, h1, h3, int64_t(T) * f);
+    g = rebuilt;
+  }
+  float* dg = ctx.scratch.alloc_f32(size_t(T) * f);
+  block_matmul_backward(ctx, {.labels = kSharedW2Labels, .weight_id = shared_w2_id_}, dg, dout, g, T, f, d, false);
+  float* dh1 = ctx.scratch.alloc_f32(size_t(T) * f);
+  float* dh3 = ctx.scratch.alloc_f32(size_t(T) * f);
+  swiglu_backward(dh1, dh3, dg, h1, h3, int64_t(T) * f);
+  block_matmul_backward(ctx, {.labels = kSharedW1Labels, .weight_id = shared_w1_id_}, dxn, dh1, xn, T, d, f, true);
+  block_matmul_backward(ctx, {.labels = kSharedW3Labels, .weight_id = shared_w3_id_}, dxn, dh3, xn, T, d, f, true);
 }
 
 int MoeBlock::capacity(int tokens) const {
@@ -138,14 +183,17 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
   s->counts = keep.alloc_i32(E);
   s->row_slot = keep.alloc_i32(size_t(T) * k);
   s->slot_row = keep.alloc_i32(size_t(T) * k);
+  s->logits = nullptr;
+  s->sh1 = s->sh3 = s->sg = nullptr;
 
-  rmsnorm_forward(s->xn, s->rstd, x_in, ctx.params.value(norm_id_), T, d);
-  float* logits = ctx.scratch.alloc_f32(size_t(T) * E);
+  rmsnorm_forward(s->xn, s->rstd, x_in, ctx.params.value(norm_id_), T, d, float(ctx.model.norm_eps));
+  float* logits = scoring_.sigmoid ? (s->logits = keep.alloc_f32(size_t(T) * E)) : ctx.scratch.alloc_f32(size_t(T) * E);
   // The router stays fp32 whatever the training precision (design.md §2).
   block_matmul_forward(ctx, {.labels = kRouterLabels, .weight_id = router_id_, .keep_fp32 = true}, logits, s->xn, T, d,
                        E);
   const bool use_bias = std::any_of(router_bias_.begin(), router_bias_.end(), [](float b) { return b != 0.0f; });
-  router_forward(s->probs, s->lse, s->topk_idx, s->topk_w, logits, use_bias ? router_bias_.data() : nullptr, T, E, k);
+  router_forward(s->probs, s->lse, s->topk_idx, s->topk_w, logits, use_bias ? router_bias_.data() : nullptr, T, E, k,
+                 scoring_);
   router_expert_counts(s->counts, s->topk_idx, T, E, k);
 
   int* expert_offsets = ctx.scratch.alloc_i32(E + 1);
@@ -183,6 +231,14 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
   }
   returning.finish_all();
   moe_unpermute_forward(x_out, s->y, s->slot_row, s->topk_w, T, k, d);
+  if (local_shared_ffn_ > 0) {
+    const size_t n = size_t(T) * local_shared_ffn_;
+    s->sh1 = keep.alloc_f32(n);
+    s->sh3 = keep.alloc_f32(n);
+    s->sg = ctx.recompute == RecomputeGranularity::kSelective ? nullptr : keep.alloc_f32(n);
+    shared_forward(s->xn, s->sh1, s->sh3, s->sg ? s->sg : ctx.scratch.alloc_f32(n), x_out, T, ctx);
+  }
+  // One TP all-reduce for the routed and the shared experts' partial sums.
   if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(x_out, size_t(T) * d);
   axpy(x_out, x_in, 1.0f, int64_t(T) * d);
 
@@ -194,7 +250,7 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
     for (int e = 0; e < E; ++e) st->tokens_per_expert[e] += s->counts[e];
     st->routed_slots += double(T) * k;
     st->dropped_slots += double(T) * k - rows;
-    st->aux_loss += router_aux_loss(s->probs, s->counts, T, E, k);
+    st->aux_loss += router_aux_loss(s->probs, s->counts, T, E, k, scoring_);
     st->z_loss += router_z_loss(s->lse, T);
     st->micro_batches += 1;
   }
@@ -245,12 +301,13 @@ void MoeBlock::backward(float* dx, const float* x_in, const void* saved, BlockCo
   float* dxn = ctx.scratch.alloc_f32(size_t(T) * d);
   std::memset(dxn, 0, sizeof(float) * size_t(T) * d);
   moe_permute_backward(dxn, dxp, s->row_slot, rows, k, d);
-  // The expert path's input gradient is a TP partial sum; the router's (below) is not.
+  if (local_shared_ffn_ > 0) shared_backward(dx, s->xn, s->sh1, s->sh3, s->sg, dxn, T, ctx);
+  // The expert paths' input gradient is a TP partial sum; the router's (below) is not.
   if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(dxn, size_t(T) * d);
 
   float* dlogits = ctx.scratch.alloc_f32(size_t(T) * E);
   router_backward(dlogits, dtopk_w, s->probs, s->lse, s->topk_idx, s->topk_w, s->counts, T, E, k,
-                  aux_coeff_ * ctx.grad_scale, z_coeff_ * ctx.grad_scale);
+                  aux_coeff_ * ctx.grad_scale, z_coeff_ * ctx.grad_scale, scoring_, s->logits);
   block_matmul_backward(ctx, {.labels = kRouterLabels, .weight_id = router_id_, .keep_fp32 = true}, dxn, dlogits,
                         s->xn, T, d, E, true);
   rmsnorm_backward(dx, ctx.params.grad(norm_id_), dxn, x_in, ctx.params.value(norm_id_), s->rstd, T, d);

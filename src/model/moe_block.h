@@ -1,5 +1,15 @@
-// model/moe_block.h — x + MoE(RMSNorm(x)): softmax router with top-k, experts spread over the EP
-// group (all-to-all dispatch and combine), each expert a SwiGLU FFN sharded over the TP group.
+// model/moe_block.h — x + MoE(RMSNorm(x)): router (softmax or sigmoid scores) with top-k, routed
+// experts spread over the EP group (all-to-all dispatch and combine), each expert a SwiGLU FFN of
+// width moe.expert_ffn_hidden_size sharded over the TP group, plus optional always-on shared experts.
+//
+// Shared experts (moe.shared_experts = N of width fs): every token goes through them and their output
+// is added to the routed combine. N SwiGLU experts summed equal one SwiGLU of width N * fs (the
+// hidden units are independent), so they are one fused FFN, layers.<l>.moe.shared.{w1,w3} [d, N*fs]
+// and .w2 [N*fs, d] (expert i is hidden columns i*fs .. (i+1)*fs-1), as DeepSeek-MoE and HF's
+// DeepSeek-V2/V3 fuse them. They are dense parameters: TP-sharded like the dense FFN (column /
+// row-parallel), replicated over EP, gradients reduced over DP x EP. Their TP partial output shares
+// the routed path's TP all-reduce (and their input gradient the expert path's), so they add no
+// collective.
 //
 // Parallel layout (design.md §3): the router is a dense parameter (replicated over DP x EP and TP);
 // expert e lives on EP rank e / (E / ep); inside the TP group each expert's W1/W3 are column- and W2
@@ -29,6 +39,7 @@
 
 #include <vector>
 
+#include "kernels/router.h"
 #include "model/block_context.h"
 #include "model/expert_exchange.h"
 
@@ -37,7 +48,8 @@ namespace moe4d {
 class MoeBlock {
  public:
   // Registers layers.<layer>.ffn_norm.weight, .moe.router.weight [d, E] and
-  // .moe.experts.{w1,w3} [E, d, f], .moe.experts.w2 [E, f, d].
+  // .moe.experts.{w1,w3} [E, d, f], .moe.experts.w2 [E, f, d] (f = expert width), and with shared
+  // experts .moe.shared.{w1,w3}.weight [d, fs_total], .moe.shared.w2.weight [fs_total, d].
   MoeBlock(int layer, const ModelConfig& model, ParallelContext& pc, ParamStore& params);
 
   // Same contract as AttentionBlock::forward / backward. Records routing statistics into
@@ -62,11 +74,19 @@ class MoeBlock {
   void experts_backward_weights(const ExpertExchangePlan& plan, const float* xr, const float* g, const float* dyr,
                                 const float* dh1, const float* dh3, BlockContext& ctx) const;
 
+  // The fused shared experts on all T tokens: x_out = xn W2s(silu(xn W1s) * (xn W3s)) (TP partial sum).
+  void shared_forward(const float* xn, float* h1, float* h3, float* g, float* x_out, int T, BlockContext& ctx) const;
+  // Adds the shared experts' input gradient (TP partial) to dxn; accumulates their weight gradients.
+  void shared_backward(const float* dout, const float* xn, const float* h1, const float* h3, const float* g,
+                       float* dxn, int T, BlockContext& ctx) const;
+
   int layer_;
-  int hidden_, local_ffn_, experts_, local_experts_, top_k_;
+  int hidden_, local_ffn_, local_shared_ffn_, experts_, local_experts_, top_k_;
+  RouterScoring scoring_;
   std::optional<double> capacity_factor_;
   float aux_coeff_, z_coeff_;
   int norm_id_, router_id_, w1_id_, w3_id_, w2_id_;
+  int shared_w1_id_ = -1, shared_w3_id_ = -1, shared_w2_id_ = -1;
   ExpertExchange exchange_;
   std::vector<float> router_bias_;
 };

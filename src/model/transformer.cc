@@ -10,7 +10,7 @@ Transformer::Transformer(const ModelConfig& model, ParallelContext& pc, std::vec
                          ParamStore& params)
     : model_(model),
       chunks_(std::move(chunks)),
-      rope_(model.seq_length, model.head_dim()),
+      rope_(model.seq_length, model.head_dim(), static_cast<float>(model.rope_theta)),
       layer_index_(model.num_layers, -1) {
   for (const ChunkSpec& spec : chunks_) {
     if (spec.has_embedding) embedding_ = std::make_unique<TokenEmbedding>(model, pc, params);

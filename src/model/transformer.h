@@ -69,6 +69,12 @@ class Transformer {
   // of tokens [batch, seq]. Uses and resets state.arena.
   void logits_at(const int* tokens, int position, float* out, MicroBatchState& state, BlockContext& ctx) const;
 
+  // Inference with a KV cache through a single-chunk model (model/transformer_decode.cc): runs the n
+  // tokens (ctx.batch 1, ctx.seq n) at absolute positions cache.length.. (appending their keys and
+  // values), advances cache.length by n and writes the logits of the last one to out[vocab]. A
+  // position at or beyond seq_length is a moe4d::Error. Uses and resets state.arena.
+  void decode(const int* tokens, KvCache& cache, float* out, MicroBatchState& state, BlockContext& ctx) const;
+
   // Backward of the same micro-batch through chunk c. `dx_out` [T, d]: gradient of the chunk output
   // (ignored for the head chunk). If the chunk has no embedding, the gradient of its input is written
   // to `dx_in` [T, d]. Resets state.arena at the end.

@@ -114,7 +114,15 @@ void validate_layout(const ModelConfig& model, const ParallelConfig& p, int64_t 
   validate_parallel_size(p, world_size);
 
   require_divisible("num_heads", model.num_heads, "tensor_parallel", p.tensor_parallel);
+  // Each TP rank holds whole KV heads with their query heads (model/attention_block.h).
+  require_divisible("num_kv_heads", model.kv_heads(), "tensor_parallel", p.tensor_parallel);
   require_divisible("ffn_hidden_size", model.ffn_hidden_size, "tensor_parallel", p.tensor_parallel);
+  if (model.is_moe()) {
+    require_divisible("moe.expert_ffn_hidden_size", model.expert_ffn(), "tensor_parallel", p.tensor_parallel);
+    if (model.shared_ffn() > 0)
+      require_divisible("moe.shared_experts x moe.shared_expert_ffn_hidden_size", model.shared_ffn(),
+                        "tensor_parallel", p.tensor_parallel);
+  }
   require_divisible("vocab_size", model.vocab_size, "tensor_parallel", p.tensor_parallel);
 
   if (p.expert_parallel > 1 && !model.is_moe())

@@ -22,6 +22,8 @@ LayerCompute layer_compute(const ModelConfig& model, const TrainingSetup& setup,
   const double tokens = b * s;
   const double d = model.hidden_size;
   const double f = model.ffn_hidden_size;
+  const double fe = model.expert_ffn();
+  const double fs = model.shared_ffn();
   const double t = layout.tp;
   const double heads = model.num_heads / t;
   const double hd = model.head_dim();
@@ -33,7 +35,7 @@ LayerCompute layer_compute(const ModelConfig& model, const TrainingSetup& setup,
     fw.gemm_time += seconds;
     return seconds;
   };
-  add(tokens, 3 * d / t, d, 1);                                   // qkv
+  add(tokens, model.qkv_width() / t, d, 1);                       // qkv (grouped-query: h + 2 kvh heads)
   // Causal attention per (sequence, head) in query blocks: block [r0, r1) only meets keys [0, r1).
   for (double r0 = 0; r0 < s; r0 += kCausalBlock) {
     const double r1 = std::min(s, r0 + kCausalBlock);
@@ -45,8 +47,10 @@ LayerCompute layer_compute(const ModelConfig& model, const TrainingSetup& setup,
     const double e_local = model.moe.num_experts / static_cast<double>(layout.ep);
     const double rows = device_routed_rows(model, setup, layout, tokens) / e_local;  // per local expert
     add(tokens, model.moe.num_experts, d, 1);                      // router
-    out.expert_time = add(rows, f / t, d, 2 * e_local)             // W1, W3
-                      + add(rows, d, f / t, e_local);              // W2
+    out.expert_time = add(rows, fe / t, d, 2 * e_local)            // W1, W3
+                      + add(rows, d, fe / t, e_local);             // W2
+    add(tokens, fs / t, d, 2);                                     // shared experts W1, W3 (all tokens)
+    add(tokens, d, fs / t, 1);                                     // shared experts W2
   } else {
     add(tokens, f / t, d, 2);                                      // W1, W3
     add(tokens, d, f / t, 1);                                      // W2
@@ -76,11 +80,13 @@ double model_forward_flops_per_sequence(const ModelConfig& model, int seq_length
   const double s = seq_length;
   const double d = model.hidden_size;
   const double f = model.ffn_hidden_size;
+  const double fe = model.expert_ffn();
   double flops = 0;
   for (int l = 0; l < model.num_layers; ++l) {
-    flops += 2 * s * d * 3 * d + 2 * s * s * d * 2 + 2 * s * d * d;
+    flops += 2 * s * d * model.qkv_width() + 2 * s * s * d * 2 + 2 * s * d * d;
     if (model.is_moe_layer(l)) {
-      flops += 2 * s * d * model.moe.num_experts + model.moe.top_k * 3 * 2 * s * d * f;
+      flops += 2 * s * d * model.moe.num_experts + model.moe.top_k * 3 * 2 * s * d * fe +
+               3 * 2 * s * d * model.shared_ffn();
     } else {
       flops += 3 * 2 * s * d * f;
     }

@@ -37,8 +37,13 @@ std::string split_problem(const PlanContext& ctx, const Layout& l) {
     return fmt::format("parallel size mismatch: dp {} x ep {} x tp {} x pp {} = {}, but {} devices are available", l.dp,
                        l.ep, l.tp, l.pp, l.world(), devices);
   if (m.num_heads % l.tp != 0) return fmt::format("tp {} does not divide num_heads {}", l.tp, m.num_heads);
+  if (m.kv_heads() % l.tp != 0) return fmt::format("tp {} does not divide num_kv_heads {}", l.tp, m.kv_heads());
   if (m.ffn_hidden_size % l.tp != 0)
     return fmt::format("tp {} does not divide ffn_hidden_size {}", l.tp, m.ffn_hidden_size);
+  if (m.is_moe() && m.expert_ffn() % l.tp != 0)
+    return fmt::format("tp {} does not divide expert_ffn_hidden_size {}", l.tp, m.expert_ffn());
+  if (m.is_moe() && m.shared_ffn() % l.tp != 0)
+    return fmt::format("tp {} does not divide the shared experts' width {}", l.tp, m.shared_ffn());
   if (m.vocab_size % l.tp != 0) return fmt::format("tp {} does not divide vocab_size {}", l.tp, m.vocab_size);
   if (!m.is_moe() && l.ep > 1) return fmt::format("ep {} needs an MoE model (num_experts is 0)", l.ep);
   if (m.is_moe() && m.moe.num_experts % l.ep != 0)

@@ -17,8 +17,8 @@ const char* py_bool(bool value) { return value ? "True" : "False"; }
 // Megatron's --moe-layer-freq pattern for our rule "layer l is MoE iff l % freq == freq - 1".
 std::string megatron_layer_pattern(const ModelConfig& m) {
   const int freq = m.moe.layer_freq;
-  if (freq == 1) return "1";
-  if (m.num_layers % freq == 0) return fmt::format("\"([0]*{}+[1])*{}\"", freq - 1, m.num_layers / freq);
+  if (m.moe.first_dense_layers == 0 && freq == 1) return "1";
+  if (m.moe.first_dense_layers == 0 && m.num_layers % freq == 0) return fmt::format("\"([0]*{}+[1])*{}\"", freq - 1, m.num_layers / freq);
   std::string list = "\"[";
   for (int l = 0; l < m.num_layers; ++l) list += fmt::format("{}{}", l ? "," : "", m.is_moe_layer(l) ? 1 : 0);
   return list + "]\"";
@@ -129,6 +129,10 @@ std::string export_megatron(const PlanContext& ctx, const Layout& l) {
   arg("--hidden-size", std::to_string(m.hidden_size));
   arg("--ffn-hidden-size", std::to_string(m.ffn_hidden_size));
   arg("--num-attention-heads", std::to_string(m.num_heads));
+  if (m.kv_heads() != m.num_heads) {
+    arg("--group-query-attention");
+    arg("--num-query-groups", std::to_string(m.kv_heads()));
+  }
   arg("--seq-length", std::to_string(ctx.setup.seq_length));
   arg("--max-position-embeddings", std::to_string(ctx.setup.seq_length));
   arg("--tokenizer-type", "NullTokenizer");
@@ -137,15 +141,24 @@ std::string export_megatron(const PlanContext& ctx, const Layout& l) {
   arg("--global-batch-size", std::to_string(ctx.setup.global_batch));
   arg("--swiglu");
   arg("--normalization", "RMSNorm");
-  arg("--norm-epsilon", "1e-5");
+  arg("--norm-epsilon", fmt::format("{}", m.norm_eps));
   arg("--disable-bias-linear");
   arg("--position-embedding-type", "rope");
-  arg("--rotary-base", "10000");
+  arg("--rotary-base", fmt::format("{}", m.rope_theta));
   if (!m.tie_embeddings) arg("--untie-embeddings-and-output-weights");
   if (m.is_moe()) {
     arg("--num-experts", std::to_string(m.moe.num_experts));
     arg("--moe-router-topk", std::to_string(m.moe.top_k));
     arg("--moe-layer-freq", megatron_layer_pattern(m));
+    if (m.expert_ffn() != m.ffn_hidden_size) arg("--moe-ffn-hidden-size", std::to_string(m.expert_ffn()));
+    if (m.shared_ffn() > 0) arg("--moe-shared-expert-intermediate-size", std::to_string(m.shared_ffn()));
+    if (m.moe.score_function == RouterScore::kSigmoid) {
+      arg("--moe-router-score-function", "sigmoid");
+      if (!m.moe.normalize_top_k)
+        out += "# Unnormalised sigmoid weights cannot be expressed: Megatron-LM renormalises top-k > 1 sigmoid scores.\n";
+    } else if (!m.moe.normalize_top_k) {
+      arg("--moe-router-pre-softmax");  // softmax over all experts, top-k weights kept as they are
+    }
     if (m.moe.capacity_factor) arg("--moe-expert-capacity-factor", fmt::format("{}", *m.moe.capacity_factor));
     arg("--moe-aux-loss-coeff", fmt::format("{}", m.moe.aux_loss_coeff));
     if (m.moe.z_loss_coeff > 0) arg("--moe-z-loss-coeff", fmt::format("{}", m.moe.z_loss_coeff));

@@ -29,6 +29,8 @@ LayerActivations layer_activations(const ModelConfig& m, const TrainingSetup& se
   const double tokens = b * s;
   const double d = m.hidden_size;
   const double f = m.ffn_hidden_size;
+  const double fe = m.expert_ffn();
+  const double fs = m.shared_ffn();
   const double t = layout.tp;
   const double a = setup.compute_bytes();
   const double f32 = 4;
@@ -36,7 +38,7 @@ LayerActivations layer_activations(const ModelConfig& m, const TrainingSetup& se
   out.probs = b * (m.num_heads / t) * s * s * a;
   double attention = tokens * d * a                      // layer input
                      + tokens * f32 + tokens * d * a     // norm rstd + normed input
-                     + tokens * 3 * d / t * a            // qkv
+                     + tokens * m.qkv_width() / t * a    // qkv (h + 2 kvh heads)
                      + out.probs                         // softmax probabilities
                      + tokens * d / t * a                // attention output before W_o
                      + tokens * d * a                    // residual after attention
@@ -46,12 +48,13 @@ LayerActivations layer_activations(const ModelConfig& m, const TrainingSetup& se
     const double e = m.moe.num_experts;
     const double k = m.moe.top_k;
     const double rows = device_routed_rows(m, setup, layout, tokens);
-    out.gated = rows * f / t * a;
+    out.gated = (rows * fe + tokens * fs) / t * a;
     ffn = 2 * tokens * e * f32            // router logits and probabilities
           + tokens * k * (4 + f32)        // top-k indices and weights
           + rows * d * a                  // permuted tokens
-          + 3 * rows * f / t * a          // W1, W3 outputs and gated product
-          + rows * d * a;                 // expert outputs
+          + 3 * rows * fe / t * a         // W1, W3 outputs and gated product
+          + rows * d * a                  // expert outputs
+          + 3 * tokens * fs / t * a;      // shared experts' W1, W3 outputs and gated product
   } else {
     out.gated = tokens * f / t * a;
     ffn = 3 * tokens * f / t * a;

@@ -36,7 +36,7 @@ TrainingSetup make_setup(int64_t global_batch, int seq) {
 }  // namespace
 
 std::vector<std::string> model_preset_names() {
-  return {"moe-120b", "dense-70b", "mixtral-8x7b", "deepseek-v3-like", "moe-1t"};
+  return {"moe-120b", "dense-70b", "mixtral-8x7b", "deepseek-moe-16b", "deepseek-v3-like", "moe-1t"};
 }
 
 bool is_model_preset(const std::string& name) {
@@ -60,9 +60,26 @@ ModelPreset model_preset(const std::string& name) {
     p.model = make_model(32000, 8192, 80, 64, 24576, 4096, 0, 2, 1);
     p.setup = make_setup(256, 4096);
   } else if (name == "mixtral-8x7b") {
-    p.description = "Mixtral 8x7B: 8 experts, top-2, every layer (multi-head attention)";
+    // Mixtral-8x7B's config.json: 32 heads on 8 KV heads, rope_theta 1e6 -> 46.7B parameters, 12.9B active.
+    p.description = "Mixtral 8x7B: 8 experts of 14336, top-2, every layer, GQA (8 KV heads), rope_theta 1e6";
     p.model = make_model(32000, 4096, 32, 32, 14336, 4096, 8, 2, 1);
+    p.model.num_kv_heads = 8;
+    p.model.rope_theta = 1e6;
     p.setup = make_setup(512, 4096);
+  } else if (name == "deepseek-moe-16b") {
+    // DeepSeek-MoE-16B's config.json: layer 0 dense (10944), then 64 fine-grained experts of 1408, top-6,
+    // plus 2 shared experts of 1408; softmax scores without renormalising (norm_topk_prob false);
+    // multi-head attention -> 16.4B parameters, ~2.8B active.
+    p.description = "DeepSeek-MoE 16B: layer 0 dense, then 64 experts of 1408 top-6 + 2 shared experts, MHA";
+    p.model = make_model(102400, 2048, 28, 16, 10944, 4096, 64, 6, 1);
+    p.model.moe.first_dense_layers = 1;
+    p.model.moe.expert_ffn_hidden_size = 1408;
+    p.model.moe.shared_experts = 2;
+    p.model.moe.shared_expert_ffn_hidden_size = 1408;
+    p.model.moe.normalize_top_k = false;
+    p.model.norm_eps = 1e-6;
+    // The paper's 4.5M-token batches at 4K sequences.
+    p.setup = make_setup(1152, 4096);
   } else if (name == "deepseek-v3-like") {
     p.description = "DeepSeek-V3 proportions: 256 experts of 2048, top-8, 60 layers (no MLA, no shared expert)";
     p.model = make_model(129280, 7168, 60, 128, 2048, 4096, 256, 8, 1);

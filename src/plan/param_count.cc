@@ -8,17 +8,19 @@ namespace moe4d {
 ModelParamCount count_model_params(const ModelConfig& m) {
   const double d = m.hidden_size;
   const double f = m.ffn_hidden_size;
+  const double fe = m.expert_ffn();
   const double v = m.vocab_size;
   const double e = m.moe.num_experts;
   ModelParamCount c;
   double active_ffn = 0;
   for (int l = 0; l < m.num_layers; ++l) {
-    c.attention += 4 * d * d;
+    c.attention += d * m.qkv_width() + d * d;
     c.norms += 2 * d;
     if (m.is_moe_layer(l)) {
       c.routers += d * e;
-      c.experts += e * 3 * d * f;
-      active_ffn += m.moe.top_k * 3 * d * f;
+      c.experts += e * 3 * d * fe;
+      c.shared_experts += 3 * d * m.shared_ffn();
+      active_ffn += m.moe.top_k * 3 * d * fe;
     } else {
       c.dense_ffn += 3 * d * f;
       active_ffn += 3 * d * f;
@@ -34,6 +36,7 @@ ModelParamCount count_model_params(const ModelConfig& m) {
 StageParams stage_params(const ModelConfig& m, const Layout& layout, int stage) {
   const double d = m.hidden_size;
   const double f = m.ffn_hidden_size;
+  const double fe = m.expert_ffn();
   const double v = m.vocab_size;
   const double t = layout.tp;
   const int e_local = m.is_moe() ? m.moe.num_experts / layout.ep : 0;
@@ -43,11 +46,11 @@ StageParams stage_params(const ModelConfig& m, const Layout& layout, int stage) 
   for (int c = 0; c < chunks; ++c) {
     const int first = (c * layout.pp + stage) * per_chunk;
     for (int l = first; l < first + per_chunk; ++l) {
-      double dense = 4 * d * d / t + 2 * d;
+      double dense = (d * m.qkv_width() + d * d) / t + 2 * d;
       double experts = 0;
       if (m.is_moe_layer(l)) {
-        dense += d * m.moe.num_experts;
-        experts = e_local * 3 * d * f / t;
+        dense += d * m.moe.num_experts + 3 * d * m.shared_ffn() / t;
+        experts = e_local * 3 * d * fe / t;
         ++s.moe_layers;
       } else {
         dense += 3 * d * f / t;

@@ -1,9 +1,10 @@
 // plan/param_count.h — parameter counts of the reference model (design.md §2), whole and per device.
 //
-// Dense parameters (attention, norms, dense FFNs, routers, embedding, head) are replicated over the
-// dp * ep data replicas; expert parameters over dp only. Within a pipeline stage TP shards W_qkv,
-// W_o, W1/W2/W3 (dense and expert), the embedding and the head; norms and routers are replicated
-// over TP. Counts are doubles (1T-parameter models overflow nothing and the planner works in
+// Dense parameters (attention, norms, dense FFNs, shared experts, routers, embedding, head) are
+// replicated over the dp * ep data replicas; routed expert parameters over dp only. Within a pipeline
+// stage TP shards W_qkv, W_o, W1/W2/W3 (dense, shared and routed experts), the embedding and the
+// head; norms and routers are replicated over TP. W_qkv is [d, (h + 2 kvh) head_dim] (grouped-query
+// attention); routed experts have width expert_ffn(), the fused shared experts shared_ffn(). Counts are doubles (1T-parameter models overflow nothing and the planner works in
 // doubles throughout). Pure functions.
 #pragma once
 
@@ -13,16 +14,17 @@
 namespace moe4d {
 
 struct ModelParamCount {
-  double attention = 0;  // sum over layers of W_qkv + W_o (4 d^2 each)
-  double norms = 0;      // 2 d per layer + the final norm
-  double dense_ffn = 0;  // 3 d f per dense layer
-  double routers = 0;    // d E per MoE layer
-  double experts = 0;    // E * 3 d f per MoE layer
-  double embedding = 0;  // V d
-  double head = 0;       // V d, 0 when tied
-  double dense() const { return attention + norms + dense_ffn + routers + embedding + head; }
+  double attention = 0;       // sum over layers of W_qkv + W_o (d (h + 2 kvh) hd + d^2 each; 4 d^2 for MHA)
+  double norms = 0;           // 2 d per layer + the final norm
+  double dense_ffn = 0;       // 3 d f per dense layer
+  double shared_experts = 0;  // 3 d fs per MoE layer (fs = shared_experts x their width)
+  double routers = 0;         // d E per MoE layer
+  double experts = 0;         // E * 3 d fe per MoE layer (fe = expert_ffn_hidden_size)
+  double embedding = 0;       // V d
+  double head = 0;            // V d, 0 when tied
+  double dense() const { return attention + norms + dense_ffn + shared_experts + routers + embedding + head; }
   double total() const { return dense() + experts; }
-  // Parameters one token passes through: experts count top_k of E.
+  // Parameters one token passes through: routed experts count top_k of E, shared experts all.
   double active = 0;
 };
 

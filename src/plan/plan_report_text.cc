@@ -46,7 +46,14 @@ std::string format_context(const PlanContext& ctx) {
   std::string model = fmt::format("model {}: {} parameters ({} dense + {} experts, {} active per token), d {}, {} layers, {} heads",
                                   ctx.model_name, count_text(p.total()), count_text(p.dense()), count_text(p.experts),
                                   count_text(p.active), m.hidden_size, m.num_layers, m.num_heads);
-  if (m.is_moe()) model += fmt::format(", {} experts top-{}", m.moe.num_experts, m.moe.top_k);
+  if (m.kv_heads() != m.num_heads) model += fmt::format(" on {} KV heads", m.kv_heads());
+  if (m.is_moe()) {
+    model += fmt::format(", {} experts top-{}", m.moe.num_experts, m.moe.top_k);
+    if (m.expert_ffn() != m.ffn_hidden_size) model += fmt::format(" of width {}", m.expert_ffn());
+    if (m.moe.shared_experts > 0) model += fmt::format(" + {} shared", m.moe.shared_experts);
+    if (m.moe.first_dense_layers == 1) model += ", layer 0 dense";
+    if (m.moe.first_dense_layers > 1) model += fmt::format(", layers 0-{} dense", m.moe.first_dense_layers - 1);
+  }
   const ClusterSpec& c = ctx.cluster;
   return fmt::format(
       "{}\ncluster {}: {} devices ({} node{} x {}), {} GiB, {:.3g} TFLOPS {} per device\n"

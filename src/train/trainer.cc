@@ -65,7 +65,8 @@ Trainer::Trainer(const Config& config, ParallelContext& pc, TrainerOptions optio
   params_.init_values(config.train.seed);
   setup_zero();  // buckets, gradient sync, value shards, optimizer (trainer_zero.cc)
 
-  train_data_ = open_training_blend(config);  // checks each source's vocab_size (train/training_data.h)
+  if (!options_.evaluation_only)
+    train_data_ = open_training_blend(config);  // checks each source's vocab_size (train/training_data.h)
   valid_data_ = open_validation_source(config);
   for (int l = 0; l < config.model.num_layers; ++l)
     if (config.model.is_moe_layer(l)) moe_layers_.push_back(l);
@@ -81,9 +82,10 @@ Trainer::Trainer(const Config& config, ParallelContext& pc, TrainerOptions optio
   }
   if (options_.fault_injector) injection_ = std::make_unique<FaultInjectionHook>(*options_.fault_injector, params_);
   if (!options_.resume_from.empty()) load_checkpoint(options_.resume_from);
+  else if (!config.train.init_from.empty()) load_weights(config.train.init_from);
   log_memory_table();  // collective; rank 0 logs unless quiet
 
-  if (pc_.rank == 0) {
+  if (pc_.rank == 0 && !options_.evaluation_only) {  // evaluation writes no metrics file
     std::string path = options_.metrics_path;
     if (path.empty()) path = config.train.metrics_file;
     if (path.empty()) path = config.checkpoint.dir.empty() ? "metrics.jsonl" : config.checkpoint.dir + "/metrics.jsonl";
@@ -99,6 +101,7 @@ std::vector<ChunkSpec> Trainer::my_chunks() const {
 }
 
 StepResult Trainer::train_step() {
+  MOE4D_CHECK_MSG(train_data_ != nullptr, "train_step on a Trainer built with evaluation_only");
   const auto t0 = Clock::now();
   const ParallelConfig& par = config_.parallel;
   const int m = par.micro_batch_num, replicas = par.data_replicas();

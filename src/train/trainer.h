@@ -49,6 +49,8 @@ struct TrainerOptions {
   // Test-only fault-injection seam (train/fault_injector.h): corrupts chosen tensors of chosen steps.
   // Borrowed; null (the default) in every production run.
   FaultInjector* fault_injector = nullptr;
+  // `moe4d eval`: no training shard is opened (only data.valid is read) and no metrics file written.
+  bool evaluation_only = false;
 };
 
 struct StepResult {
@@ -95,6 +97,8 @@ class Trainer {
 
  private:
   void load_checkpoint(const std::string& path);
+  // train.init_from: the weights and router biases of a checkpoint; step and optimizer stay fresh.
+  void load_weights(const std::string& path);
   // ZeRO (trainer_zero.cc): the sharded training state, the exact global gradient norm, the
   // optimizer step with its parameter all-gather, memory accounting (docs/zero.md).
   struct MemoryFigures {  // bytes this rank holds

@@ -28,6 +28,24 @@ struct FlatState {
   Buffer group[kNumParamGroups];
 };
 
+// The aux-loss-free balancing biases of this rank's MoE layers from state.json.
+void restore_router_biases(Transformer& model, const nlohmann::json& state, const std::string& origin) {
+  for (MoeBlock* block : model.moe_blocks()) {
+    const std::string key = std::to_string(block->layer());
+    if (!state.contains("router_bias") || !state["router_bias"].contains(key))
+      fail("checkpoint {}: state.json has no router bias for MoE layer {}", origin, key);
+    const nlohmann::json& saved = state["router_bias"][key];
+    if (!saved.is_array() || !std::all_of(saved.begin(), saved.end(), [](const auto& v) { return v.is_number(); }))
+      fail("checkpoint {}: state.json router bias of layer {} is {}, expected a list of numbers", origin, key,
+           saved.dump());
+    const std::vector<double> bias = saved.get<std::vector<double>>();
+    if (bias.size() != block->router_bias().size())
+      fail("checkpoint {}: router bias of layer {} has {} experts, this model has {}", origin, key, bias.size(),
+           block->router_bias().size());
+    std::copy(bias.begin(), bias.end(), block->router_bias().begin());
+  }
+}
+
 NamedTensors as_named(std::map<std::string, FullTensor>& tensors, const std::string& prefix) {
   NamedTensors out;
   for (auto& [name, t] : tensors) out.emplace_back(prefix + name, Tensor::f32(t.data.f32(), t.shape));
@@ -138,20 +156,7 @@ void Trainer::load_checkpoint(const std::string& path) {
     zero_values_->shard_from_flat();
   }
   const nlohmann::json state = checkpoint.json("state.json");
-  for (MoeBlock* block : model_->moe_blocks()) {
-    const std::string key = std::to_string(block->layer());
-    if (!state.contains("router_bias") || !state["router_bias"].contains(key))
-      fail("checkpoint {}: state.json has no router bias for MoE layer {}", origin, key);
-    const nlohmann::json& saved = state["router_bias"][key];
-    if (!saved.is_array() || !std::all_of(saved.begin(), saved.end(), [](const auto& v) { return v.is_number(); }))
-      fail("checkpoint {}: state.json router bias of layer {} is {}, expected a list of numbers", origin, key,
-           saved.dump());
-    const std::vector<double> bias = saved.get<std::vector<double>>();
-    if (bias.size() != block->router_bias().size())
-      fail("checkpoint {}: router bias of layer {} has {} experts, this model has {}", origin, key, bias.size(),
-           block->router_bias().size());
-    std::copy(bias.begin(), bias.end(), block->router_bias().begin());
-  }
+  restore_router_biases(*model_, state, origin);
   // Loss scale and skipped-step count (absent from checkpoints older than mixed precision: fresh).
   if (state.contains("numerics")) restore_numerics_state(state["numerics"], origin);
   step_ = checkpoint.step();
@@ -160,6 +165,22 @@ void Trainer::load_checkpoint(const std::string& path) {
              config_.train.steps);
   else if (pc_.rank == 0 && !options_.quiet)
     log_info("resumed from {} (step {})", origin, step_);
+}
+
+void Trainer::load_weights(const std::string& path) {
+  const Checkpoint checkpoint = Checkpoint::open(path);
+  const SafetensorsFile& model = checkpoint.tensors("model.safetensors");
+  const std::string origin = checkpoint.path();
+  for (int id = 0; id < params_.size(); ++id) {
+    const ParamInfo& info = params_.info(id);
+    if (!model.contains(info.name))
+      fail("train.init_from {}: {} has no tensor '{}' (was it written for another model config?)", origin,
+           model.path(), info.name);
+    copy_shard_from_full(info, model.tensor(info.name), params_.value(id), origin);
+  }
+  if (zero_values_) zero_values_->shard_from_flat();
+  restore_router_biases(*model_, checkpoint.json("state.json"), origin);
+  if (pc_.rank == 0 && !options_.quiet) log_info("initialised from {} (weights only, step 0)", origin);
 }
 
 }  // namespace moe4d

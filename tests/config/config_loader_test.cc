@@ -40,6 +40,9 @@ constexpr const char* kFull = R"(model:
   ffn_hidden_size: 704
   seq_length: 128
   tie_embeddings: true
+  num_kv_heads: 4
+  rope_theta: 1.0e6
+  norm_eps: 1.0e-6
   moe:
     num_experts: 8
     top_k: 1
@@ -49,6 +52,12 @@ constexpr const char* kFull = R"(model:
     z_loss_coeff: 1e-4
     router_bias_update_rate: 0.003
     a2a_chunks: 2
+    first_dense_layers: 1
+    expert_ffn_hidden_size: 352
+    shared_experts: 2
+    shared_expert_ffn_hidden_size: 176
+    score_function: sigmoid
+    normalize_top_k: false
 parallel_config:
   data_parallel: 2
   expert_parallel: 4
@@ -140,6 +149,72 @@ TEST(ConfigLoader, FullConfigParsesEveryField) {
   EXPECT_EQ(c.train.metrics_file, "runs/with: colon.jsonl");
   EXPECT_EQ(c.data.tokenizer, "null");  // a quoted "null" is a string
   EXPECT_EQ(c.checkpoint.keep, 3);
+  EXPECT_EQ(c.model.num_kv_heads, 4);
+  EXPECT_EQ(c.model.qkv_width(), (8 + 2 * 4) * 32);
+  EXPECT_EQ(c.model.rope_theta, 1e6);
+  EXPECT_EQ(c.model.norm_eps, 1e-6);
+  EXPECT_EQ(c.model.moe.first_dense_layers, 1);
+  EXPECT_EQ(c.model.expert_ffn(), 352);
+  EXPECT_EQ(c.model.shared_ffn(), 2 * 176);
+  EXPECT_EQ(c.model.moe.score_function, RouterScore::kSigmoid);
+  EXPECT_FALSE(c.model.moe.normalize_top_k);
+  // first_dense_layers 1, then layer_freq 2 on the absolute index: layers 1, 3, 5 are MoE.
+  for (int l = 0; l < 6; ++l) EXPECT_EQ(c.model.is_moe_layer(l), l % 2 == 1) << l;
+}
+
+TEST(ConfigLoader, ModelOptionDefaultsAreTheReferenceModel) {
+  const std::string moe = "  seq_length: 32\n  moe:\n    num_experts: 4\n";
+  Config c = parse_config(minimal_with("  seq_length: 32\n", moe + "    shared_experts: 1\n"), "moe.yaml");
+  EXPECT_EQ(c.model.num_kv_heads, 4);  // multi-head attention: [d, 3d] QKV
+  EXPECT_EQ(c.model.qkv_width(), 3 * 64);
+  EXPECT_EQ(c.model.rope_theta, 10000.0);
+  EXPECT_EQ(c.model.norm_eps, 1e-5);
+  EXPECT_EQ(c.model.moe.expert_ffn_hidden_size, 128);         // ffn_hidden_size
+  EXPECT_EQ(c.model.moe.shared_expert_ffn_hidden_size, 128);  // the routed experts' width
+  EXPECT_EQ(c.model.moe.score_function, RouterScore::kSoftmax);
+  EXPECT_TRUE(c.model.moe.normalize_top_k);
+  EXPECT_EQ(c.model.moe.first_dense_layers, 0);
+  expect_same(c, parse_config(config_to_yaml(c), "echo.yaml"));
+  // Structs built in code (tests, planner presets) leave the zeros; the accessors resolve them.
+  ModelConfig m;
+  m.num_heads = 4;
+  m.hidden_size = 64;
+  m.ffn_hidden_size = 96;
+  m.moe.shared_experts = 2;
+  EXPECT_EQ(m.kv_heads(), 4);
+  EXPECT_EQ(m.expert_ffn(), 96);
+  EXPECT_EQ(m.shared_ffn(), 192);
+}
+
+TEST(ConfigErrors, ModelOptions) {
+  EXPECT_EQ(error_of(minimal_with("  num_heads: 4\n", "  num_heads: 4\n  num_kv_heads: 3\n")),
+            "demo.yaml:6: model.num_kv_heads: 3 does not divide num_heads 4, expected a divisor (each KV head serves "
+            "num_heads / num_kv_heads query heads)");
+  EXPECT_EQ(error_of(minimal_with("  num_heads: 4\n", "  num_heads: 4\n  num_kv_heads: 0\n")),
+            "demo.yaml:6: model.num_kv_heads: expected a positive integer (1: multi-query attention), got '0'");
+  EXPECT_EQ(error_of(minimal_with("  num_heads: 4\n", "  num_heads: 4\n  rope_theta: 0\n")),
+            "demo.yaml:6: model.rope_theta: expected a positive number, got '0'");
+  EXPECT_EQ(error_of(minimal_with("  num_heads: 4\n", "  num_heads: 4\n  norm_eps: 1\n")),
+            "demo.yaml:6: model.norm_eps: expected a number in (0, 1), got '1'");
+  const std::string moe = "  seq_length: 32\n  moe:\n    num_experts: 4\n";
+  EXPECT_EQ(error_of(minimal_with("  seq_length: 32\n", moe + "    first_dense_layers: 2\n")),
+            "demo.yaml:10: model.moe.first_dense_layers: expected an integer in [0, num_layers = 2) (at least one "
+            "layer must stay MoE), got '2'");
+  EXPECT_EQ(error_of(minimal_with("  seq_length: 32\n", moe + "    first_dense_layers: 1\n    layer_freq: 4\n")),
+            "demo.yaml:10: model.moe.first_dense_layers: expected a value leaving at least one MoE layer after the "
+            "first_dense_layers = 1 of 2 layers, got '1'");
+  EXPECT_EQ(error_of(minimal_with("  seq_length: 32\n", moe + "    expert_ffn_hidden_size: 0\n")),
+            "demo.yaml:10: model.moe.expert_ffn_hidden_size: expected a positive integer, got '0'");
+  EXPECT_EQ(error_of(minimal_with("  seq_length: 32\n", moe + "    shared_experts: -1\n")),
+            "demo.yaml:10: model.moe.shared_experts: expected a non-negative integer, got '-1'");
+  EXPECT_EQ(error_of(minimal_with("  seq_length: 32\n", moe + "    shared_expert_ffn_hidden_size: 64\n")),
+            "demo.yaml:10: model.moe.shared_expert_ffn_hidden_size: expected only together with "
+            "model.moe.shared_experts > 0, got '64'");
+  EXPECT_EQ(error_of(minimal_with("  seq_length: 32\n", moe + "    score_function: tanh\n")),
+            "demo.yaml:10: model.moe.score_function: expected one of softmax, sigmoid, got 'tanh'");
+  EXPECT_EQ(error_of(minimal_with("  seq_length: 32\n", "  seq_length: 32\n  moe: {shared_experts: 1}\n")),
+            "demo.yaml:8: model.moe.shared_experts: only applies to MoE models, expected model.moe.num_experts > 0 "
+            "with it");
 }
 
 TEST(ConfigLoader, FullConfigRoundTripsThroughYaml) {
@@ -230,13 +305,15 @@ TEST(ConfigErrors, YamlSyntaxErrorKeepsLineAndColumn) {
 TEST(ConfigErrors, UnknownKeyAtThreeLevels) {
   EXPECT_EQ(error_of(std::string(kMinimal) + "optimizer: adamw\n"),
             "demo.yaml:13: optimizer: unknown key (expected one of: model, parallel_config, train, data, checkpoint)");
-  EXPECT_EQ(error_of(minimal_with("  seq_length: 32\n", "  seq_length: 32\n  num_kv_heads: 2\n")),
-            "demo.yaml:8: model.num_kv_heads: unknown key (expected one of: vocab_size, hidden_size, num_layers, "
-            "num_heads, ffn_hidden_size, seq_length, tie_embeddings, moe)");
+  EXPECT_EQ(error_of(minimal_with("  seq_length: 32\n", "  seq_length: 32\n  num_kv_head: 2\n")),
+            "demo.yaml:8: model.num_kv_head: unknown key (expected one of: vocab_size, hidden_size, num_layers, "
+            "num_heads, ffn_hidden_size, seq_length, tie_embeddings, num_kv_heads, rope_theta, norm_eps, moe)");
   EXPECT_EQ(error_of(minimal_with("  seq_length: 32\n", "  seq_length: 32\n  moe:\n    num_experts: 4\n"
                                                        "    topk: 2\n")),
             "demo.yaml:10: model.moe.topk: unknown key (expected one of: num_experts, top_k, layer_freq, "
-            "capacity_factor, aux_loss_coeff, z_loss_coeff, router_bias_update_rate, a2a_chunks)");
+            "capacity_factor, aux_loss_coeff, z_loss_coeff, router_bias_update_rate, a2a_chunks, "
+            "first_dense_layers, expert_ffn_hidden_size, shared_experts, shared_expert_ffn_hidden_size, "
+            "score_function, normalize_top_k)");
 }
 
 TEST(ConfigErrors, RepeatedKey) {

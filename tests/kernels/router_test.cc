@@ -1,5 +1,6 @@
-// tests/kernels/router_test.cc — router softmax/top-k/renormalisation vs a double reference, counts,
-// aux and z losses, and router_backward vs finite differences (selection and counts held fixed).
+// tests/kernels/router_test.cc — router softmax or sigmoid scores / top-k / (optional) renormalisation
+// vs a double reference, counts, aux and z losses, and router_backward vs finite differences
+// (selection and counts held fixed).
 #include "kernels/router.h"
 
 #include <gtest/gtest.h>
@@ -33,10 +34,10 @@ struct RouterRef {
   std::vector<int> idx;
 };
 
-// Softmax and lse in double. Selection by (p + bias) descending, index ascending, unless `fixed_idx`
-// is given (the backward treats the choice as constant).
+// Scores (softmax or sigmoid) and lse in double. Selection by (score + bias) descending, index
+// ascending, unless `fixed_idx` is given (the backward treats the choice as constant).
 RouterRef router_reference(const std::vector<double>& logits, const float* bias, int tokens, int experts, int k,
-                           const std::vector<int>* fixed_idx = nullptr) {
+                           const std::vector<int>* fixed_idx = nullptr, RouterScoring scoring = {}) {
   RouterRef ref;
   ref.probs.resize(logits.size());
   for (int t = 0; t < tokens; ++t) {
@@ -44,7 +45,8 @@ RouterRef router_reference(const std::vector<double>& logits, const float* bias,
     const double m = *std::max_element(l, l + experts);
     double s = 0.0;
     for (int e = 0; e < experts; ++e) s += std::exp(l[e] - m);
-    for (int e = 0; e < experts; ++e) ref.probs[t * experts + e] = std::exp(l[e] - m) / s;
+    for (int e = 0; e < experts; ++e)
+      ref.probs[t * experts + e] = scoring.sigmoid ? 1.0 / (1.0 + std::exp(-l[e])) : std::exp(l[e] - m) / s;
     ref.lse.push_back(m + std::log(s));
     std::vector<int> order(experts);
     std::iota(order.begin(), order.end(), 0);
@@ -56,22 +58,28 @@ RouterRef router_reference(const std::vector<double>& logits, const float* bias,
       ref.idx.push_back(e);
       picked += ref.probs[t * experts + e];
     }
-    for (int j = 0; j < k; ++j) ref.w.push_back(ref.probs[t * experts + ref.idx[t * k + j]] / picked);
+    for (int j = 0; j < k; ++j)
+      ref.w.push_back(ref.probs[t * experts + ref.idx[t * k + j]] / (scoring.normalize ? picked : 1.0));
   }
   return ref;
 }
 
-// sum r * w + aux_coef * E sum_i f_i P_i + z_coef * mean(lse^2), with f (counts) and the picks fixed.
+// sum r * w + aux_coef * E sum_i f_i P_i + z_coef * mean(lse^2), with f (counts) and the picks fixed;
+// P_i the mean of the token's scores normalised over the experts.
 double router_loss(const std::vector<double>& logits, const std::vector<int>& idx, const std::vector<int>& counts,
-                   const std::vector<float>* r, int tokens, int experts, int k, double aux_coef, double z_coef) {
-  const RouterRef ref = router_reference(logits, nullptr, tokens, experts, k, &idx);
+                   const std::vector<float>* r, int tokens, int experts, int k, double aux_coef, double z_coef,
+                   RouterScoring scoring = {}) {
+  const RouterRef ref = router_reference(logits, nullptr, tokens, experts, k, &idx, scoring);
   double loss = 0.0;
   if (r)
     for (size_t s = 0; s < ref.w.size(); ++s) loss += ref.w[s] * (*r)[s];
+  std::vector<double> row_sum(tokens, 0.0);
+  for (int t = 0; t < tokens; ++t)
+    for (int e = 0; e < experts; ++e) row_sum[t] += ref.probs[t * experts + e];
   double aux = 0.0;
   for (int e = 0; e < experts; ++e) {
     double p_mean = 0.0;
-    for (int t = 0; t < tokens; ++t) p_mean += ref.probs[t * experts + e] / tokens;
+    for (int t = 0; t < tokens; ++t) p_mean += ref.probs[t * experts + e] / row_sum[t] / tokens;
     aux += static_cast<double>(counts[e]) / (tokens * k) * p_mean;
   }
   double z = 0.0;
@@ -83,6 +91,7 @@ struct RouterCase {
   int tokens, experts, k;
   bool bias, upstream;
   float aux_coef, z_coef;
+  RouterScoring scoring = {};
 };
 
 class RouterTest : public ::testing::TestWithParam<RouterCase> {};
@@ -97,14 +106,14 @@ TEST_P(RouterTest, ForwardLossesAndBackward) {
   std::vector<float> probs(logits.size()), lse(c.tokens), topk_w(slots);
   std::vector<int> topk_idx(slots);
   router_forward(probs.data(), lse.data(), topk_idx.data(), topk_w.data(), logits.data(), bias_ptr, c.tokens,
-                 c.experts, c.k);
+                 c.experts, c.k, c.scoring);
   const auto logits_d = test::to_double(logits);
-  const RouterRef ref = router_reference(logits_d, bias_ptr, c.tokens, c.experts, c.k);
+  const RouterRef ref = router_reference(logits_d, bias_ptr, c.tokens, c.experts, c.k, nullptr, c.scoring);
   test::expect_values_near(probs.data(), ref.probs, 1e-6, "router probs");
   test::expect_values_near(lse.data(), ref.lse, 1e-6, "router lse");
   EXPECT_EQ(topk_idx, ref.idx);
   test::expect_values_near(topk_w.data(), ref.w, 1e-6, "router topk_w");
-  for (int t = 0; t < c.tokens; ++t) {
+  for (int t = 0; t < c.tokens && c.scoring.normalize; ++t) {
     double s = 0.0;
     for (int j = 0; j < c.k; ++j) s += topk_w[t * c.k + j];
     EXPECT_NEAR(s, 1.0, 1e-6) << "weights of token " << t << " are not renormalised";
@@ -115,19 +124,20 @@ TEST_P(RouterTest, ForwardLossesAndBackward) {
   std::vector<int> counts_ref(c.experts, 0);
   for (int e : ref.idx) ++counts_ref[e];
   EXPECT_EQ(counts, counts_ref);
-  EXPECT_NEAR(router_aux_loss(probs.data(), counts.data(), c.tokens, c.experts, c.k),
-              router_loss(logits_d, ref.idx, counts, nullptr, c.tokens, c.experts, c.k, 1.0, 0.0), 1e-6);
+  EXPECT_NEAR(router_aux_loss(probs.data(), counts.data(), c.tokens, c.experts, c.k, c.scoring),
+              router_loss(logits_d, ref.idx, counts, nullptr, c.tokens, c.experts, c.k, 1.0, 0.0, c.scoring), 1e-6);
   EXPECT_NEAR(router_z_loss(lse.data(), c.tokens),
-              router_loss(logits_d, ref.idx, counts, nullptr, c.tokens, c.experts, c.k, 0.0, 1.0), 1e-5);
+              router_loss(logits_d, ref.idx, counts, nullptr, c.tokens, c.experts, c.k, 0.0, 1.0, c.scoring), 1e-5);
 
   const auto r = test::random_normal(slots, 62);
   std::vector<float> dlogits(logits.size(), std::numeric_limits<float>::quiet_NaN());
   router_backward(dlogits.data(), c.upstream ? r.data() : nullptr, probs.data(), lse.data(), topk_idx.data(),
-                  topk_w.data(), counts.data(), c.tokens, c.experts, c.k, c.aux_coef, c.z_coef);
+                  topk_w.data(), counts.data(), c.tokens, c.experts, c.k, c.aux_coef, c.z_coef, c.scoring,
+                  logits.data());
   auto fd = test::fd_gradient(
       [&](const std::vector<double>& v) {
         return router_loss(v, ref.idx, counts, c.upstream ? &r : nullptr, c.tokens, c.experts, c.k, c.aux_coef,
-                           c.z_coef);
+                           c.z_coef, c.scoring);
       },
       logits_d);
   test::expect_grad_near(dlogits.data(), fd, 1e-4, "router dlogits");
@@ -141,7 +151,16 @@ INSTANTIATE_TEST_SUITE_P(
                       RouterCase{7, 8, 3, false, true, 0.01f, 0.001f},
                       RouterCase{7, 8, 3, true, true, 0.2f, 0.1f},    // with select_bias
                       RouterCase{5, 4, 1, true, true, 0.3f, 0.0f},    // k = 1: weights are constant 1
-                      RouterCase{3, 6, 6, false, true, 0.1f, 0.1f})); // k = E
+                      RouterCase{3, 6, 6, false, true, 0.1f, 0.1f},  // k = E
+                      // softmax without renormalising the picks (Qwen-MoE's norm_topk_prob: false)
+                      RouterCase{7, 8, 3, true, true, 0.2f, 0.1f, {.sigmoid = false, .normalize = false}},
+                      // sigmoid scores (DeepSeek-V3), renormalised or not, with and without the bias
+                      RouterCase{6, 5, 2, false, true, 0.0f, 0.0f, {.sigmoid = true, .normalize = true}},
+                      RouterCase{7, 8, 3, true, true, 0.2f, 0.1f, {.sigmoid = true, .normalize = true}},
+                      RouterCase{6, 5, 2, false, false, 0.5f, 0.0f, {.sigmoid = true, .normalize = true}},
+                      RouterCase{6, 5, 2, false, false, 0.0f, 0.3f, {.sigmoid = true, .normalize = false}},
+                      RouterCase{7, 8, 3, true, true, 0.2f, 0.1f, {.sigmoid = true, .normalize = false}},
+                      RouterCase{5, 4, 1, false, true, 0.3f, 0.0f, {.sigmoid = true, .normalize = false}}));
 
 TEST(Router, TiesGoToTheLowerIndexAndBiasSteersSelectionOnly) {
   const int experts = 5, k = 3;

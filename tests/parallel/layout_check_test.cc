@@ -78,6 +78,31 @@ TEST(LayoutCheck, TensorParallelDivisibility) {
   EXPECT_TRUE(starts_with(vocab, "vocab_size 1000 is not divisible by tensor_parallel 3")) << vocab;
 }
 
+// Grouped-query attention puts whole KV heads on each TP rank; routed and shared expert widths are
+// split like the dense FFN.
+TEST(LayoutCheck, ModelOptionDivisibility) {
+  ModelConfig m = moe_model();
+  m.num_kv_heads = 2;
+  std::string kv = error_of(m, layout(1, 1, 4, 1), 4, 4);
+  EXPECT_TRUE(starts_with(kv, "num_kv_heads 2 is not divisible by tensor_parallel 4; set tensor_parallel to a divisor "
+                              "of 2 (1, 2)"))
+      << kv;
+  EXPECT_EQ(error_of(m, layout(1, 1, 2, 1), 2, 2), "(no error)");
+  m.num_kv_heads = 0;  // = num_heads
+  m.moe.expert_ffn_hidden_size = 36;
+  std::string expert = error_of(m, layout(1, 1, 8, 1), 8, 8);
+  EXPECT_TRUE(starts_with(expert, "moe.expert_ffn_hidden_size 36 is not divisible by tensor_parallel 8")) << expert;
+  m.moe.expert_ffn_hidden_size = 32;
+  m.moe.shared_experts = 3;
+  m.moe.shared_expert_ffn_hidden_size = 12;
+  std::string shared = error_of(m, layout(1, 1, 8, 1), 8, 8);
+  EXPECT_TRUE(starts_with(shared, "moe.shared_experts x moe.shared_expert_ffn_hidden_size 36 is not divisible by "
+                                  "tensor_parallel 8"))
+      << shared;
+  m.moe.shared_expert_ffn_hidden_size = 8;
+  EXPECT_EQ(error_of(m, layout(1, 1, 8, 1), 8, 8), "(no error)");
+}
+
 TEST(LayoutCheck, ExpertParallel) {
   ModelConfig dense = moe_model();
   dense.moe.num_experts = 0;

@@ -113,6 +113,38 @@ TEST(Export, MegatronArgumentsDescribeTheLayout) {
   EXPECT_EQ(flags["--moe-layer-freq"], "\"([0]*1+[1])*32\"");
 }
 
+// Mixtral's GQA and theta, DeepSeek-MoE's expert widths, shared experts, dense layer 0 and
+// unnormalised softmax weights reach Megatron's flags and survive the moe4d config round trip.
+TEST(Export, ModelOptionsReachMegatronAndMoe4dConfigs) {
+  const ModelPreset mixtral = model_preset("mixtral-8x7b");
+  const PlanContext mctx{"mixtral-8x7b", mixtral.model, mixtral.setup, cluster_preset("dgx-h100")};
+  const Layout layout = parse_layout("dp=1,ep=8,tp=8,pp=1,mb=1", mctx.setup.global_batch, 64);
+  auto flags = parse_flags(export_megatron(mctx, layout));
+  EXPECT_TRUE(flags.count("--group-query-attention"));
+  EXPECT_EQ(flags["--num-query-groups"], "8");
+  EXPECT_EQ(flags["--rotary-base"], "1000000");
+  EXPECT_FALSE(flags.count("--moe-ffn-hidden-size"));
+
+  const ModelPreset deepseek = model_preset("deepseek-moe-16b");
+  const PlanContext dctx{"deepseek-moe-16b", deepseek.model, deepseek.setup, cluster_preset("dgx-h100")};
+  const Layout dlayout = parse_layout("dp=2,ep=8,tp=2,pp=2,mb=8", dctx.setup.global_batch, 64);
+  flags = parse_flags(export_megatron(dctx, dlayout));
+  EXPECT_FALSE(flags.count("--num-query-groups"));
+  EXPECT_EQ(flags["--moe-ffn-hidden-size"], "1408");
+  EXPECT_EQ(flags["--moe-shared-expert-intermediate-size"], "2816");
+  EXPECT_TRUE(flags.count("--moe-router-pre-softmax"));
+  EXPECT_EQ(flags["--norm-epsilon"], "1e-06");
+  EXPECT_EQ(flags["--moe-layer-freq"].substr(0, 6), "\"[0,1,");
+  const Config config = parse_config(export_moe4d_config(dctx, dlayout, std::nullopt), "exported.yaml");
+  EXPECT_EQ(config.model.moe.expert_ffn_hidden_size, 1408);
+  EXPECT_EQ(config.model.shared_ffn(), 2816);
+  EXPECT_EQ(config.model.moe.first_dense_layers, 1);
+  EXPECT_FALSE(config.model.moe.normalize_top_k);
+  const Config mconfig = parse_config(export_moe4d_config(mctx, layout, std::nullopt), "exported.yaml");
+  EXPECT_EQ(mconfig.model.num_kv_heads, 8);
+  EXPECT_EQ(mconfig.model.rope_theta, 1e6);
+}
+
 TEST(Export, ParsesTheFormatName) {
   EXPECT_EQ(parse_export_format("megatron"), ExportFormat::kMegatron);
   EXPECT_THROW(parse_export_format("deepspeed"), Error);

@@ -5,6 +5,7 @@
 #include "plan/compute_model.h"
 #include "plan/layout_evaluator.h"
 #include "plan/memory_model.h"
+#include "plan/model_presets.h"
 #include "plan/param_count.h"
 #include "plan_test_util.h"
 #include "plan/schedule_model.h"
@@ -31,6 +32,44 @@ TEST(ParamCount, TinyModelByHand) {
   EXPECT_DOUBLE_EQ(c.dense(), 1480);
   EXPECT_DOUBLE_EQ(c.total(), 3016);
   EXPECT_DOUBLE_EQ(c.active, 1480 + 2 * 384);  // top-2 of the 4 experts
+}
+
+// tiny_moe with multi-query attention (2 query heads on 1 KV head), routed experts of 8 and one
+// shared expert of 4.
+ModelConfig tiny_options() {
+  ModelConfig m = tiny_moe();
+  m.num_kv_heads = 1;
+  m.moe.expert_ffn_hidden_size = 8;
+  m.moe.shared_experts = 1;
+  m.moe.shared_expert_ffn_hidden_size = 4;
+  return m;
+}
+
+TEST(ParamCount, ModelOptionsByHand) {
+  const ModelParamCount c = count_model_params(tiny_options());
+  EXPECT_DOUBLE_EQ(c.attention, 2 * (8 * (2 + 2) * 4 + 8 * 8));  // W_qkv [8, 16] + W_o: 384
+  EXPECT_DOUBLE_EQ(c.dense_ffn, 3 * 8 * 16);                    // layer 0 keeps ffn_hidden_size
+  EXPECT_DOUBLE_EQ(c.experts, 4 * 3 * 8 * 8);                   // 768
+  EXPECT_DOUBLE_EQ(c.shared_experts, 3 * 8 * 4);                // 96
+  EXPECT_DOUBLE_EQ(c.dense(), 384 + 40 + 384 + 96 + 32 + 256 + 256);
+  EXPECT_DOUBLE_EQ(c.active, c.dense() + 2 * 3 * 8 * 8);        // shared always, 2 of 4 routed
+  // Layer 1 on stage 1 of TP2 x EP2 x PP2: attention 192/2, norms 16, router 32, shared 96/2;
+  // experts 2 local x 3 d fe / 2; final norm 8 + head 128.
+  const StageParams s1 = stage_params(tiny_options(), make_layout(1, 2, 2, 2, 1, 1), 1);
+  EXPECT_DOUBLE_EQ(s1.dense, 96 + 16 + 32 + 48 + 8 + 128);
+  EXPECT_DOUBLE_EQ(s1.experts, 2 * 3 * 8 * 8 / 2);
+}
+
+// Mixtral-8x7B and DeepSeek-MoE-16B presets have their published sizes.
+TEST(ParamCount, PresetsMatchThePublishedModels) {
+  const ModelParamCount mixtral = count_model_params(model_preset("mixtral-8x7b").model);
+  EXPECT_NEAR(mixtral.total() / 1e9, 46.70, 0.01);
+  EXPECT_NEAR(mixtral.active / 1e9, 12.88, 0.01);
+  const ModelParamCount deepseek = count_model_params(model_preset("deepseek-moe-16b").model);
+  EXPECT_NEAR(deepseek.total() / 1e9, 16.38, 0.01);
+  EXPECT_NEAR(deepseek.active / 1e9, 2.83, 0.01);
+  EXPECT_GT(deepseek.dense_ffn, 0);  // layer 0
+  EXPECT_GT(deepseek.shared_experts, 0);
 }
 
 TEST(ParamCount, StageParamsShardByTpAndEp) {
@@ -311,6 +350,20 @@ TEST(Compute, LayerFlopsByHand) {
   // The whole model, one sequence of 4: attention 2560 per layer, dense FFN 3072, router 256 +
   // top-2 experts 6144, head 2*4*8*32 = 2048.
   EXPECT_DOUBLE_EQ(model_forward_flops_per_sequence(m, 4), 2 * 2560 + 3072 + 256 + 6144 + 2048);
+}
+
+TEST(Compute, ModelOptionFlopsByHand) {
+  const ModelConfig m = tiny_options();
+  const Layout l = make_layout(1, 2, 2, 1, 2, 1);  // T 8, tp 2, ep 2
+  // qkv 2*8*(16/2)*8 = 1024, QK^T and PV 512, W_o 512, router 512; 2 local experts of 8 rows:
+  // W1, W3 4 x 2*8*4*8 = 2048, W2 2 x 2*8*8*4 = 1024; shared on all 8 tokens: W1, W3 2 x 2*8*2*8
+  // = 512, W2 2*8*8*2 = 256.
+  const LayerCompute moe = layer_compute(m, tiny_setup(), l, flat_cluster(1, 4), true);
+  EXPECT_DOUBLE_EQ(moe.forward.flops, 1024 + 512 + 512 + 512 + 3072 + 768);
+  EXPECT_DOUBLE_EQ(moe.expert_time, 3072 / 5e11);
+  // One sequence of 4: attention 2*4*8*16 + 512 + 512 per layer, dense FFN 3072, router 256, top-2
+  // experts 3072, shared 768, head 2048.
+  EXPECT_DOUBLE_EQ(model_forward_flops_per_sequence(m, 4), 2 * 2048 + 3072 + 256 + 3072 + 768 + 2048);
 }
 
 // ---- step time composition -------------------------------------------------------------------------

@@ -39,24 +39,25 @@ TEST_F(TrainerTest, LossFalls) {
   EXPECT_LT(losses.back(), losses.front() - 0.5);
 }
 
-TEST_F(TrainerTest, ResumeIsBitExact) {
+// 20 straight steps vs 10 steps, a checkpoint, and 10 resumed steps: identical losses and parameters.
+void expect_resume_bit_exact(Config config) {
   auto pc = make_single_rank_context();
-  config_.checkpoint.interval = 10;
+  config.checkpoint.interval = 10;
   std::vector<double> straight;
   std::map<std::string, FullTensor> straight_params;
   {
-    Config c = config_;
+    Config c = config;
     c.checkpoint.dir.clear();
     Trainer trainer(c, *pc, {.quiet = true});
     straight = run_losses(trainer, 20);
     straight_params = trainer.gather_parameters();
   }
   {  // interrupted after 10 steps, having written a checkpoint at step 10
-    Trainer trainer(config_, *pc, {.exit_after = 10, .quiet = true});
+    Trainer trainer(config, *pc, {.exit_after = 10, .quiet = true});
     trainer.run();
     EXPECT_EQ(trainer.step(), 10);
   }
-  Trainer resumed(config_, *pc, {.resume_from = config_.checkpoint.dir, .quiet = true});
+  Trainer resumed(config, *pc, {.resume_from = config.checkpoint.dir, .quiet = true});
   EXPECT_EQ(resumed.step(), 10);
   const std::vector<double> rest = run_losses(resumed, 10);
   for (int i = 0; i < 10; ++i) EXPECT_EQ(rest[i], straight[10 + i]) << "step " << 11 + i;
@@ -64,6 +65,27 @@ TEST_F(TrainerTest, ResumeIsBitExact) {
   ASSERT_EQ(params.size(), straight_params.size());
   for (auto& [name, t] : params)
     EXPECT_EQ(0, std::memcmp(t.data.data(), straight_params.at(name).data.data(), t.data.bytes())) << name;
+}
+
+TEST_F(TrainerTest, ResumeIsBitExact) { expect_resume_bit_exact(config_); }
+
+// Grouped-query attention, narrow routed and shared experts, a leading dense layer and sigmoid
+// routing with the aux-loss-free bias (which lives in the checkpoint's state.json).
+TEST_F(TrainerTest, ResumeIsBitExactWithModelOptions) {
+  ModelConfig& m = config_.model;
+  m.num_heads = 4;
+  m.num_kv_heads = 1;
+  m.rope_theta = 1e6;
+  m.norm_eps = 1e-6;
+  m.moe.layer_freq = 1;
+  m.moe.first_dense_layers = 1;
+  m.moe.expert_ffn_hidden_size = 16;
+  m.moe.shared_experts = 2;
+  m.moe.shared_expert_ffn_hidden_size = 8;
+  m.moe.score_function = RouterScore::kSigmoid;
+  m.moe.normalize_top_k = false;
+  m.moe.router_bias_update_rate = 0.002;
+  expect_resume_bit_exact(config_);
 }
 
 TEST_F(TrainerTest, CorruptCheckpointIsRefusedAndPreviousStillLoads) {

@@ -1,0 +1,254 @@
+// interop/hf_architecture.cc — architecture choice and config.json for Mixtral and GLM-4-MoE.
+//
+// Key names follow transformers' MixtralConfig and Glm4MoeConfig (models/mixtral,
+// models/glm4_moe/configuration_*.py), i.e. what their save_pretrained writes and from_pretrained reads.
+#include "interop/hf_architecture.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace moe4d {
+namespace {
+
+constexpr const char* kMixtral = "MixtralForCausalLM";
+constexpr const char* kGlm4Moe = "Glm4MoeForCausalLM";
+
+// The key `key` of `config` as T, or a one-line error naming the file and the key.
+template <typename T>
+T get(const nlohmann::json& config, const char* key, const std::string& origin) {
+  if (!config.contains(key) || config[key].is_null()) fail("{}: missing \"{}\"", origin, key);
+  try {
+    return config[key].get<T>();
+  } catch (const nlohmann::json::exception&) {
+    fail("{}: \"{}\" is {}, expected a {}", origin, key, config[key].dump(),
+         std::is_same_v<T, bool> ? "boolean" : "number");
+  }
+}
+
+template <typename T>
+T get_or(const nlohmann::json& config, const char* key, T fallback, const std::string& origin) {
+  if (!config.contains(key) || config[key].is_null()) return fallback;
+  return get<T>(config, key, origin);
+}
+
+int positive_int(const nlohmann::json& config, const char* key, const std::string& origin) {
+  const int64_t v = get<int64_t>(config, key, origin);
+  if (v <= 0 || v > (int64_t{1} << 31) - 1) fail("{}: \"{}\" is {}, expected a positive 32-bit integer", origin, key, v);
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+const char* hf_architecture_name(HfArchitecture arch) {
+  return arch == HfArchitecture::kMixtral ? kMixtral : kGlm4Moe;
+}
+
+HfModelFeatures hf_model_features(const ModelConfig& model) {
+  HfModelFeatures f;
+  f.num_kv_heads = model.kv_heads();
+  f.rope_theta = model.rope_theta;
+  f.norm_eps = model.norm_eps;
+  f.expert_ffn = model.expert_ffn();
+  f.shared_experts = model.moe.shared_experts;
+  f.shared_expert_ffn = model.moe.shared_experts > 0 ? model.shared_ffn() / model.moe.shared_experts : 0;
+  f.first_dense_layers = model.moe.first_dense_layers;
+  f.sigmoid_scores = model.moe.score_function == RouterScore::kSigmoid;
+  f.normalize_top_k = model.moe.normalize_top_k;
+  return f;
+}
+
+HfArchitecture choose_hf_architecture(const ModelConfig& model, bool router_bias_nonzero) {
+  const HfModelFeatures f = hf_model_features(model);
+  const auto refuse = [](const std::string& what) {
+    fail("cannot export to the Hugging Face format: {}", what);
+  };
+  if (!model.is_moe())
+    refuse("the model is dense (model.moe.num_experts 0); only MoE models are exported (Mixtral, GLM-4-MoE)");
+  if (model.moe.capacity_factor)
+    refuse(fmt::format("the model uses capacity dropping (model.moe.capacity_factor {}), which no Hugging Face "
+                       "architecture computes; train dropless (capacity_factor: null) to export",
+                       *model.moe.capacity_factor));
+  const int moe_from = f.first_dense_layers;
+  if (model.moe.layer_freq != 1 && moe_from < model.num_layers)
+    refuse(fmt::format("model.moe.layer_freq {} alternates dense and MoE layers; Mixtral and GLM-4-MoE need every "
+                       "layer after the leading dense ones to be MoE (layer_freq 1)",
+                       model.moe.layer_freq));
+  if (moe_from >= model.num_layers)
+    refuse("model.moe.first_dense_layers leaves no MoE layer");
+  if (model.moe.num_experts < 2) refuse("a single expert is not a mixture (num_experts < 2)");
+
+  const bool mixtral_exact = moe_from == 0 && f.shared_experts == 0 && !f.sigmoid_scores && f.normalize_top_k &&
+                             !router_bias_nonzero;
+  if (mixtral_exact) return HfArchitecture::kMixtral;
+  if (!f.sigmoid_scores) {
+    if (router_bias_nonzero)
+      refuse("the checkpoint has a non-zero aux-loss-free router bias (state.json router_bias) with softmax "
+             "scores; Mixtral has no routing bias and GLM-4-MoE's score-correction bias needs sigmoid scores");
+    if (!f.normalize_top_k)
+      refuse("softmax scores without top-k renormalisation (model.moe.normalize_top_k false) are not Mixtral's "
+             "routing, and GLM-4-MoE routes with sigmoid scores");
+    refuse("shared experts or leading dense layers with softmax router scores: GLM-4-MoE (the architecture with "
+           "both) routes with sigmoid scores, Qwen2-MoE gates its shared expert, DeepSeek uses latent attention; "
+           "use model.moe.score_function: sigmoid");
+  }
+  if (model.shared_ffn() % f.expert_ffn != 0)
+    refuse(fmt::format("GLM-4-MoE's shared experts are n_shared_experts x moe_intermediate_size ({}) wide; "
+                       "{} shared expert(s) of width {} ({} in all) are not a multiple of it",
+                       f.expert_ffn, f.shared_experts, f.shared_expert_ffn, model.shared_ffn()));
+  return HfArchitecture::kGlm4Moe;
+}
+
+nlohmann::json hf_config_json(const ModelConfig& model, HfArchitecture arch, const HfConfigExtras& extras) {
+  const HfModelFeatures f = hf_model_features(model);
+  nlohmann::json c;
+  c["architectures"] = {hf_architecture_name(arch)};
+  c["vocab_size"] = model.vocab_size;
+  c["hidden_size"] = model.hidden_size;
+  c["num_hidden_layers"] = model.num_layers;
+  c["num_attention_heads"] = model.num_heads;
+  c["num_key_value_heads"] = f.num_kv_heads;
+  c["head_dim"] = model.head_dim();
+  c["hidden_act"] = "silu";
+  c["max_position_embeddings"] = model.seq_length;
+  c["initializer_range"] = 0.02;
+  c["rms_norm_eps"] = f.norm_eps;
+  c["rope_theta"] = f.rope_theta;
+  c["rope_scaling"] = nullptr;
+  c["attention_dropout"] = 0.0;
+  c["tie_word_embeddings"] = model.tie_embeddings;
+  c["use_cache"] = true;
+  c["num_experts_per_tok"] = model.moe.top_k;
+  c["output_router_logits"] = false;
+  c["router_aux_loss_coef"] = model.moe.aux_loss_coeff;
+  c["bos_token_id"] = nullptr;
+  c["pad_token_id"] = nullptr;
+  c["eos_token_id"] = extras.eos_token_id >= 0 ? nlohmann::json(extras.eos_token_id) : nlohmann::json(nullptr);
+  c["torch_dtype"] = "float32";
+  if (arch == HfArchitecture::kMixtral) {
+    c["model_type"] = "mixtral";
+    c["intermediate_size"] = f.expert_ffn;
+    c["num_local_experts"] = model.moe.num_experts;
+    c["sliding_window"] = nullptr;
+    c["router_jitter_noise"] = 0.0;
+  } else {
+    c["model_type"] = "glm4_moe";
+    c["intermediate_size"] = model.ffn_hidden_size;  // the leading dense layers
+    c["moe_intermediate_size"] = f.expert_ffn;
+    c["n_routed_experts"] = model.moe.num_experts;
+    c["n_shared_experts"] = model.shared_ffn() / f.expert_ffn;
+    c["first_k_dense_replace"] = f.first_dense_layers;
+    c["norm_topk_prob"] = f.normalize_top_k;
+    c["routed_scaling_factor"] = 1.0;
+    c["n_group"] = 1;
+    c["topk_group"] = 1;
+    c["partial_rotary_factor"] = 1.0;
+    c["use_qk_norm"] = false;
+    c["attention_bias"] = false;
+    c["num_nextn_predict_layers"] = 0;
+  }
+  // Not read by transformers (extra keys become plain attributes): the tokenizer's real size, since
+  // vocab_size may be padded above it (ids beyond it are never produced by the tokenizer).
+  if (extras.tokenizer_vocab_size > 0) c["tokenizer_vocab_size"] = extras.tokenizer_vocab_size;
+  return c;
+}
+
+HfImportedModel hf_model_from_config_json(const nlohmann::json& c, const std::string& origin) {
+  if (!c.is_object()) fail("{}: expected a JSON object", origin);
+  std::string arch_name;
+  if (c.contains("architectures") && c["architectures"].is_array() && c["architectures"].size() == 1 &&
+      c["architectures"][0].is_string())
+    arch_name = c["architectures"][0].get<std::string>();
+  HfImportedModel out;
+  if (arch_name == kMixtral) out.arch = HfArchitecture::kMixtral;
+  else if (arch_name == kGlm4Moe) out.arch = HfArchitecture::kGlm4Moe;
+  else
+    fail("{}: architectures is {}, expected [\"{}\"] or [\"{}\"]", origin,
+         c.contains("architectures") ? c["architectures"].dump() : "missing", kMixtral, kGlm4Moe);
+
+  const auto refuse_unless = [&](bool ok, const char* key, const std::string& expected) {
+    if (!ok) fail("{}: \"{}\" is {}, moe4d computes only {}", origin, key, c.contains(key) ? c[key].dump() : "absent",
+                  expected);
+  };
+  ModelConfig& m = out.model;
+  m.vocab_size = positive_int(c, "vocab_size", origin);
+  m.hidden_size = positive_int(c, "hidden_size", origin);
+  m.num_layers = positive_int(c, "num_hidden_layers", origin);
+  m.num_heads = positive_int(c, "num_attention_heads", origin);
+  m.seq_length = positive_int(c, "max_position_embeddings", origin);
+  m.tie_embeddings = get_or<bool>(c, "tie_word_embeddings", false, origin);
+  m.moe.top_k = positive_int(c, "num_experts_per_tok", origin);
+  m.moe.layer_freq = 1;
+  m.moe.capacity_factor.reset();
+  m.moe.aux_loss_coeff = get_or<double>(c, "router_aux_loss_coef", 0.0, origin);
+  m.moe.z_loss_coeff = 0.0;
+  if (m.hidden_size % m.num_heads != 0)
+    fail("{}: num_attention_heads {} does not divide hidden_size {}", origin, m.num_heads, m.hidden_size);
+  refuse_unless(get_or<int64_t>(c, "head_dim", m.head_dim(), origin) == m.head_dim(), "head_dim",
+                fmt::format("hidden_size / num_attention_heads = {}", m.head_dim()));
+  refuse_unless(!c.contains("hidden_act") || c["hidden_act"] == "silu", "hidden_act", "\"silu\" (SwiGLU)");
+  refuse_unless(!c.contains("rope_scaling") || c["rope_scaling"].is_null(), "rope_scaling", "null (plain RoPE)");
+  const int kv_heads = c.contains("num_key_value_heads") && !c["num_key_value_heads"].is_null()
+                           ? positive_int(c, "num_key_value_heads", origin)
+                           : m.num_heads;
+  const double theta = get_or<double>(c, "rope_theta", 10000.0, origin);
+  const double eps = get_or<double>(c, "rms_norm_eps", 1e-5, origin);
+
+  HfModelFeatures f;
+  f.num_kv_heads = kv_heads;
+  f.rope_theta = theta;
+  f.norm_eps = eps;
+  if (out.arch == HfArchitecture::kMixtral) {
+    m.moe.num_experts = positive_int(c, "num_local_experts", origin);
+    m.ffn_hidden_size = positive_int(c, "intermediate_size", origin);
+    f.expert_ffn = m.ffn_hidden_size;
+    refuse_unless(!c.contains("sliding_window") || c["sliding_window"].is_null() ||
+                      get<int64_t>(c, "sliding_window", origin) >= m.seq_length,
+                  "sliding_window", "full causal attention (null or >= max_position_embeddings)");
+    refuse_unless(get_or<double>(c, "router_jitter_noise", 0.0, origin) == 0.0, "router_jitter_noise", "0");
+  } else {
+    m.moe.num_experts = positive_int(c, "n_routed_experts", origin);
+    m.ffn_hidden_size = positive_int(c, "intermediate_size", origin);
+    f.expert_ffn = positive_int(c, "moe_intermediate_size", origin);
+    const int64_t shared = get_or<int64_t>(c, "n_shared_experts", 0, origin);
+    refuse_unless(shared >= 0, "n_shared_experts", "a count >= 0");
+    f.shared_experts = static_cast<int>(shared);  // each moe_intermediate_size wide
+    f.shared_expert_ffn = f.expert_ffn;
+    f.first_dense_layers = static_cast<int>(get_or<int64_t>(c, "first_k_dense_replace", 0, origin));
+    refuse_unless(f.first_dense_layers >= 0 && f.first_dense_layers < m.num_layers, "first_k_dense_replace",
+                  "a number of leading dense layers below num_hidden_layers");
+    f.sigmoid_scores = true;
+    f.normalize_top_k = get_or<bool>(c, "norm_topk_prob", true, origin);
+    refuse_unless(get_or<double>(c, "routed_scaling_factor", 1.0, origin) == 1.0, "routed_scaling_factor", "1.0");
+    refuse_unless(get_or<int64_t>(c, "n_group", 1, origin) == 1, "n_group", "1 (no expert groups)");
+    refuse_unless(get_or<int64_t>(c, "topk_group", 1, origin) == 1, "topk_group", "1 (no expert groups)");
+    refuse_unless(get_or<double>(c, "partial_rotary_factor", 0.5, origin) == 1.0, "partial_rotary_factor",
+                  "1.0 (RoPE over the whole head)");
+    refuse_unless(!get_or<bool>(c, "use_qk_norm", false, origin), "use_qk_norm", "false");
+    refuse_unless(!get_or<bool>(c, "attention_bias", false, origin), "attention_bias", "false (no biases)");
+  }
+  if (m.moe.top_k > m.moe.num_experts)
+    fail("{}: num_experts_per_tok {} exceeds the {} experts", origin, m.moe.top_k, m.moe.num_experts);
+
+  m.num_kv_heads = f.num_kv_heads == m.num_heads ? 0 : f.num_kv_heads;
+  if (m.num_heads % f.num_kv_heads != 0)
+    fail("{}: num_key_value_heads {} does not divide num_attention_heads {}", origin, f.num_kv_heads, m.num_heads);
+  m.rope_theta = f.rope_theta;
+  m.norm_eps = f.norm_eps;
+  m.moe.expert_ffn_hidden_size = f.expert_ffn == m.ffn_hidden_size ? 0 : f.expert_ffn;
+  m.moe.shared_experts = f.shared_experts;
+  m.moe.shared_expert_ffn_hidden_size = 0;  // the routed experts' width, as GLM-4-MoE's
+  m.moe.first_dense_layers = f.first_dense_layers;
+  m.moe.score_function = f.sigmoid_scores ? RouterScore::kSigmoid : RouterScore::kSoftmax;
+  m.moe.normalize_top_k = f.normalize_top_k;
+
+  if (c.contains("eos_token_id") && c["eos_token_id"].is_number_integer()) out.eos_token_id = c["eos_token_id"];
+  else if (c.contains("eos_token_id") && c["eos_token_id"].is_array() && !c["eos_token_id"].empty() &&
+           c["eos_token_id"][0].is_number_integer())
+    out.eos_token_id = c["eos_token_id"][0];
+  return out;
+}
+
+}  // namespace moe4d

@@ -1,0 +1,70 @@
+// interop/hf_architecture.h — which Hugging Face transformers architecture expresses a moe4d model
+// exactly, and its config.json in both directions.
+//
+// Two architectures are used, each only where its forward pass is the moe4d forward pass (up to
+// float summation order):
+//   * MixtralForCausalLM: every layer MoE, no shared experts, softmax router with top-k renormalised
+//     to sum 1, no routing bias. Grouped-query attention via num_key_value_heads.
+//   * Glm4MoeForCausalLM: leading dense layers (first_k_dense_replace), then every layer MoE with
+//     `n_shared_experts` always-on experts of moe_intermediate_size each, a sigmoid router whose
+//     selection adds e_score_correction_bias (the aux-loss-free bias), top-k optionally renormalised
+//     (norm_topk_prob), written with routed_scaling_factor 1, n_group = topk_group = 1,
+//     partial_rotary_factor 1, use_qk_norm false and attention_bias false so that nothing else
+//     differs from moe4d's math.
+// Everything else is refused with one line naming what cannot be expressed: Qwen2-MoE gates its
+// shared expert with a learned sigmoid (not expressible as moe4d's ungated sum), DeepSeek-V2/V3 use
+// multi-head latent attention, and no architecture has alternating dense/MoE layers with
+// layer_freq > 1, capacity dropping, or a softmax router together with shared experts.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "config/config.h"
+
+namespace moe4d {
+
+enum class HfArchitecture { kMixtral, kGlm4Moe };
+
+// "MixtralForCausalLM" / "Glm4MoeForCausalLM".
+const char* hf_architecture_name(HfArchitecture arch);
+
+// The model features the HF mapping depends on, read from a ModelConfig in one place.
+struct HfModelFeatures {
+  int num_kv_heads = 0;
+  double rope_theta = 10000.0;
+  double norm_eps = 1e-5;
+  int expert_ffn = 0;          // width of one routed expert
+  int shared_experts = 0;      // number of always-on experts
+  int shared_expert_ffn = 0;   // width of one shared expert
+  int first_dense_layers = 0;  // layers 0..k-1 dense
+  bool sigmoid_scores = false; // router scores sigmoid (else softmax)
+  bool normalize_top_k = true; // top-k weights renormalised to sum 1
+};
+HfModelFeatures hf_model_features(const ModelConfig& model);
+
+// The architecture that expresses `model` exactly, or a moe4d::Error naming the first feature that
+// none expresses. `router_bias_nonzero`: the checkpoint's aux-loss-free bias has a non-zero entry.
+HfArchitecture choose_hf_architecture(const ModelConfig& model, bool router_bias_nonzero);
+
+// What config.json records beyond the model shape.
+struct HfConfigExtras {
+  int eos_token_id = -1;          // moe4d's end-of-document id; -1: unknown (written as null)
+  int tokenizer_vocab_size = 0;   // the tokenizer's real size (vocab_size may be padded above it)
+};
+
+nlohmann::json hf_config_json(const ModelConfig& model, HfArchitecture arch, const HfConfigExtras& extras);
+
+// Reads config.json (`origin` names the file in messages) into the model section of a moe4d config.
+// Refuses, one line each, architectures other than the two above and settings moe4d does not
+// compute (biases, qk-norm, partial rotary, RoPE scaling, sliding windows, routed scaling, expert
+// groups, activations other than silu).
+struct HfImportedModel {
+  ModelConfig model;
+  HfArchitecture arch = HfArchitecture::kMixtral;
+  int eos_token_id = -1;
+};
+HfImportedModel hf_model_from_config_json(const nlohmann::json& config, const std::string& origin);
+
+}  // namespace moe4d

@@ -1,0 +1,211 @@
+"""An independent forward pass of the Hugging Face architectures moe4d exports to.
+
+Written from the semantics of transformers' modeling_mixtral.py (MixtralForCausalLM) and
+modeling_glm4_moe.py (Glm4MoeForCausalLM), not from moe4d's code: nn.Linear weights [out, in],
+RMSNorm x * rsqrt(mean(x^2) + eps) * w, RoPE by rotate_half with inv_freq = theta^(-2i/head_dim)
+and absolute positions, grouped-query attention by repeat_kv (query head h reads key/value head
+h // (heads / kv_heads)), causal softmax attention scaled by head_dim^-0.5, Mixtral's softmax router
+(top-k, renormalised), GLM-4-MoE's sigmoid router (selection by score + e_score_correction_bias,
+weights = scores of the picks, optionally renormalised, times routed_scaling_factor) plus its shared
+experts, and its first_k_dense_replace dense layers. Computed in float64 as a reference.
+
+The folder is read with a few lines of Python (no safetensors package): 8-byte little-endian
+header length, JSON header, raw little-endian data.
+"""
+import json
+import os
+import struct
+
+import numpy as np
+import torch
+
+_DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64}
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    base = 8 + n
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = info["data_offsets"]
+        raw = data[base + begin:base + end]
+        if info["dtype"] == "BF16":
+            bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
+            array = bits.view(np.float32)
+        else:
+            array = np.frombuffer(raw, dtype=np.dtype(_DTYPES[info["dtype"]]).newbyteorder("<"))
+        tensors[name] = torch.from_numpy(array.astype(np.float64).reshape(info["shape"]))
+    return tensors
+
+
+def load_folder(folder):
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    index = os.path.join(folder, "model.safetensors.index.json")
+    tensors = {}
+    if os.path.exists(index):
+        with open(index) as f:
+            weight_map = json.load(f)["weight_map"]
+        for file in sorted(set(weight_map.values())):
+            tensors.update(read_safetensors(os.path.join(folder, file)))
+        assert set(tensors) == set(weight_map), "index and shards disagree"
+    else:
+        tensors = read_safetensors(os.path.join(folder, "model.safetensors"))
+    return config, tensors
+
+
+def rms_norm(x, w, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def rotate_pairs(x):
+    """The other RoPE convention, (2i, 2i+1) pairs: only the test's negative control uses it, to show
+    that the comparison can tell the conventions apart."""
+    return torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)
+
+
+def swiglu(x, gate, up, down):
+    return torch.nn.functional.silu(x @ gate.T) * (x @ up.T) @ down.T
+
+
+class HfReference:
+    def __init__(self, folder):
+        self.config, self.t = load_folder(folder)
+        c = self.config
+        self.arch = c["architectures"][0]
+        assert self.arch in ("MixtralForCausalLM", "Glm4MoeForCausalLM"), self.arch
+        self.heads = c["num_attention_heads"]
+        self.kv_heads = c.get("num_key_value_heads") or self.heads
+        self.head_dim = c.get("head_dim") or c["hidden_size"] // self.heads
+        self.eps = c["rms_norm_eps"]
+        self.theta = c["rope_theta"]
+        self.top_k = c["num_experts_per_tok"]
+        self.rotate = rotate_half
+        if self.arch == "Glm4MoeForCausalLM":
+            assert c.get("partial_rotary_factor", 0.5) == 1.0 and not c.get("use_qk_norm", False)
+            assert not c.get("attention_bias", False) and c.get("n_group", 1) == 1
+
+    def attention(self, x, p):
+        S = x.shape[0]
+        hd, H, KV = self.head_dim, self.heads, self.kv_heads
+        q = (x @ self.t[p + "q_proj.weight"].T).view(S, H, hd).transpose(0, 1)
+        k = (x @ self.t[p + "k_proj.weight"].T).view(S, KV, hd).transpose(0, 1)
+        v = (x @ self.t[p + "v_proj.weight"].T).view(S, KV, hd).transpose(0, 1)
+        inv_freq = 1.0 / (self.theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+        freqs = torch.arange(S, dtype=torch.float64)[:, None] * inv_freq[None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos(), emb.sin()
+        if self.rotate is rotate_pairs:  # angles repeat per pair instead of per half
+            cos = torch.repeat_interleave(cos[:, :hd // 2], 2, dim=-1)
+            sin = torch.repeat_interleave(sin[:, :hd // 2], 2, dim=-1)
+        q = q * cos + self.rotate(q) * sin
+        k = k * cos + self.rotate(k) * sin
+        rep = H // KV
+        k = k[:, None].expand(KV, rep, S, hd).reshape(H, S, hd)
+        v = v[:, None].expand(KV, rep, S, hd).reshape(H, S, hd)
+        scores = q @ k.transpose(1, 2) * hd ** -0.5
+        mask = torch.triu(torch.ones(S, S, dtype=torch.bool), diagonal=1)
+        scores = scores.masked_fill(mask, float("-inf"))
+        out = torch.softmax(scores, dim=-1) @ v
+        return out.transpose(0, 1).reshape(S, H * hd) @ self.t[p + "o_proj.weight"].T
+
+    def mixtral_moe(self, x, p):
+        logits = x @ self.t[p + "gate.weight"].T
+        probs = torch.softmax(logits, dim=-1)
+        weights, picks = torch.topk(probs, self.top_k, dim=-1)
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+        out = torch.zeros_like(x)
+        for e in range(logits.shape[1]):
+            rows, slot = torch.where(picks == e)
+            if rows.numel() == 0:
+                continue
+            q = p + f"experts.{e}."
+            y = swiglu(x[rows], self.t[q + "w1.weight"], self.t[q + "w3.weight"], self.t[q + "w2.weight"])
+            out.index_add_(0, rows, y * weights[rows, slot, None])
+        return out
+
+    def glm_moe(self, x, p):
+        c = self.config
+        scores = torch.sigmoid(x @ self.t[p + "gate.weight"].T)
+        choice = scores + self.t[p + "gate.e_score_correction_bias"]
+        picks = torch.topk(choice, self.top_k, dim=-1)[1]
+        weights = scores.gather(1, picks)
+        if c.get("norm_topk_prob", True):
+            weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20)
+        weights = weights * c.get("routed_scaling_factor", 1.0)
+        out = torch.zeros_like(x)
+        for e in range(scores.shape[1]):
+            rows, slot = torch.where(picks == e)
+            if rows.numel() == 0:
+                continue
+            q = p + f"experts.{e}."
+            y = swiglu(x[rows], self.t[q + "gate_proj.weight"], self.t[q + "up_proj.weight"],
+                       self.t[q + "down_proj.weight"])
+            out.index_add_(0, rows, y * weights[rows, slot, None])
+        s = p + "shared_experts."
+        if c.get("n_shared_experts", 0) > 0:
+            out = out + swiglu(x, self.t[s + "gate_proj.weight"], self.t[s + "up_proj.weight"],
+                               self.t[s + "down_proj.weight"])
+        return out
+
+    def logits(self, ids):
+        """Logits [S, vocab_size] of a sequence of token ids at positions 0..S-1."""
+        c = self.config
+        x = self.t["model.embed_tokens.weight"][torch.tensor(ids)]
+        for l in range(c["num_hidden_layers"]):
+            p = f"model.layers.{l}."
+            x = x + self.attention(rms_norm(x, self.t[p + "input_layernorm.weight"], self.eps), p + "self_attn.")
+            h = rms_norm(x, self.t[p + "post_attention_layernorm.weight"], self.eps)
+            if self.arch == "MixtralForCausalLM":
+                x = x + self.mixtral_moe(h, p + "block_sparse_moe.")
+            elif l < c.get("first_k_dense_replace", 0):
+                q = p + "mlp."
+                x = x + swiglu(h, self.t[q + "gate_proj.weight"], self.t[q + "up_proj.weight"],
+                               self.t[q + "down_proj.weight"])
+            else:
+                x = x + self.glm_moe(h, p + "mlp.")
+        x = rms_norm(x, self.t["model.norm.weight"], self.eps)
+        head = self.t["model.embed_tokens.weight"] if c.get("tie_word_embeddings") else self.t["lm_head.weight"]
+        return x @ head.T
+
+    def greedy(self, prompt, new_tokens, vocab_limit, eos):
+        ids = list(prompt)
+        out = []
+        for _ in range(new_tokens):
+            nxt = int(torch.argmax(self.logits(ids)[-1, :vocab_limit]))
+            if nxt == eos:
+                break
+            ids.append(nxt)
+            out.append(nxt)
+        return out
+
+
+def read_shard(path):
+    """A moe4d token shard: <stem>.bin raw ids with a <stem>.json header."""
+    stem = path[:-4] if path.endswith(".bin") else path
+    with open(stem + ".json") as f:
+        header = json.load(f)
+    return np.fromfile(stem + ".bin", dtype="<u2" if header["dtype"] == "uint16" else "<u4").astype(np.int64)
+
+
+def eval_loss(model, tokens, windows, seq_len):
+    """Mean cross-entropy over `windows` fixed windows spread evenly over the shard (first at 0, last
+    ending at the shard's end), the windows moe4d eval uses."""
+    total = 0.0
+    for i in range(windows):
+        start = 0 if windows == 1 else (len(tokens) - seq_len - 1) * i // (windows - 1)
+        inputs = tokens[start:start + seq_len]
+        targets = torch.tensor(tokens[start + 1:start + seq_len + 1])
+        logp = torch.log_softmax(model.logits(inputs.tolist()), dim=-1)
+        total += float(-logp[torch.arange(seq_len), targets].mean())
+    return total / windows

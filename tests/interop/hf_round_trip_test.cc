@@ -1,0 +1,184 @@
+// Export to the Hugging Face layout and import back: bit-identical tensors, save_pretrained-style
+// sharding, config.json fields, the RoPE row permutation, and the refusals (capacity dropping,
+// routing bias without an architecture for it, alternating dense layers, non-empty output).
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "checkpoint/checkpoint.h"
+#include "config/config_loader.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "interop/hf_export.h"
+#include "interop/hf_tensor_map.h"
+
+namespace moe4d {
+namespace {
+namespace fs = std::filesystem;
+
+Config mixtral_config() {
+  Config c;
+  c.model.vocab_size = 260;  // the byte tokenizer's 257 ids, padded
+  c.model.hidden_size = 16;
+  c.model.num_layers = 2;
+  c.model.num_heads = 2;
+  c.model.ffn_hidden_size = 24;
+  c.model.seq_length = 8;
+  c.model.moe.num_experts = 4;
+  c.model.moe.top_k = 2;
+  c.model.moe.layer_freq = 1;
+  c.train.global_batch_size = 2;
+  c.train.steps = 1;
+  c.data.train = "unused.bin";
+  c.data.tokenizer = "bytes";
+  return c;
+}
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+class HfRoundTripTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fmt::format("{}/moe4d_hf_test_{}", fs::temp_directory_path().string(), getpid());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  // A step-7 checkpoint of `config` with distinct random values in every parameter.
+  std::string write_checkpoint(const Config& config, double bias = 0.0) {
+    const auto shapes = moe4d_parameter_shapes(config.model);
+    std::vector<Buffer> buffers;
+    NamedTensors named;
+    uint64_t key = 1;
+    for (const auto& [name, shape] : shapes) {
+      Buffer b(sizeof(float) * shape.numel());
+      for (int64_t i = 0; i < shape.numel(); ++i) b.f32()[i] = normal_at(key, i);
+      ++key;
+      named.emplace_back(name, Tensor::f32(b.f32(), shape));
+      buffers.push_back(std::move(b));
+    }
+    nlohmann::json biases = nlohmann::json::object();
+    for (int l = 0; l < config.model.num_layers; ++l)
+      if (config.model.is_moe_layer(l)) biases[std::to_string(l)] = std::vector<double>(config.model.moe.num_experts, bias);
+    CheckpointWriter writer(root_ + "/ckpt", 7);
+    writer.add_safetensors("model.safetensors", named);
+    writer.add_json("state.json", {{"step", 7}, {"config", config_to_yaml(config)}, {"router_bias", biases}});
+    return writer.commit(1);
+  }
+
+  std::string root_;
+};
+
+TEST_F(HfRoundTripTest, ShardedExportThenImportIsBitIdentical) {
+  const Config config = mixtral_config();
+  const std::string ckpt = write_checkpoint(config);
+  const HfExportResult ex = export_hf({.checkpoint = ckpt, .output_dir = root_ + "/hf", .max_shard_bytes = 6000});
+  EXPECT_EQ(ex.arch, HfArchitecture::kMixtral);
+
+  // Sharded as save_pretrained does: numbered shards and an index naming a shard for every tensor.
+  const nlohmann::json index = read_json(root_ + "/hf/model.safetensors.index.json");
+  const auto& weight_map = index["weight_map"];
+  EXPECT_EQ(weight_map.size(), hf_tensor_rules(config.model, HfArchitecture::kMixtral).size());
+  EXPECT_EQ(weight_map["model.layers.1.block_sparse_moe.experts.3.w2.weight"].get<std::string>().substr(0, 6), "model-");
+  EXPECT_FALSE(fs::exists(root_ + "/hf/model.safetensors"));
+  EXPECT_EQ(index["metadata"]["total_size"].get<uint64_t>(), ex.tensor_bytes);
+  const SafetensorsFile shard = SafetensorsFile::open(root_ + "/hf/" + weight_map["lm_head.weight"].get<std::string>());
+  EXPECT_EQ(shard.metadata().at("format"), "pt");
+  EXPECT_EQ(shard.tensor("lm_head.weight").shape, (Shape{260, 16}));  // [vocab, hidden]: nn.Linear [out, in]
+
+  const nlohmann::json hf_config = read_json(root_ + "/hf/config.json");
+  EXPECT_EQ(hf_config["architectures"][0], "MixtralForCausalLM");
+  EXPECT_EQ(hf_config["eos_token_id"], 256);  // the byte tokenizer's end of document, not HF's default 2
+  EXPECT_EQ(hf_config["vocab_size"], 260);
+  EXPECT_EQ(hf_config["tokenizer_vocab_size"], 257);
+  EXPECT_EQ(hf_config["num_local_experts"], 4);
+  EXPECT_EQ(hf_config["intermediate_size"], 24);
+  EXPECT_EQ(read_json(root_ + "/hf/generation_config.json")["eos_token_id"], 256);
+
+  const HfImportResult im =
+      import_hf({.input_dir = root_ + "/hf", .output = root_ + "/imported", .train_data = "train.bin"});
+  EXPECT_EQ(im.config.model, config.model);
+  const Checkpoint original = Checkpoint::open(ckpt);
+  const Checkpoint back = Checkpoint::open(im.checkpoint_path);
+  EXPECT_EQ(back.step(), 0);
+  const auto& a = original.tensors("model.safetensors").tensors();
+  const auto& b = back.tensors("model.safetensors").tensors();
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, t] : a) {
+    ASSERT_TRUE(b.count(name)) << name;
+    ASSERT_EQ(t.shape, b.at(name).shape) << name;
+    EXPECT_EQ(std::memcmp(t.data, b.at(name).data, t.nbytes()), 0) << name << " differs after the round trip";
+  }
+  // The written config parses and points train.init_from at the imported weights.
+  const Config written = load_config(im.config_path);
+  EXPECT_EQ(written.train.init_from, fs::path(root_ + "/imported").lexically_normal().string());
+}
+
+TEST_F(HfRoundTripTest, QueryRowsArePermutedFromPairsToHalves) {
+  // HF row i of head h (rotate_half layout) holds moe4d's column 2i (i < hd/2) or 2(i - hd/2) + 1.
+  const Config config = mixtral_config();
+  const int64_t hd = config.model.head_dim(), width = 3 * config.model.hidden_size;
+  for (const HfTensorRule& rule : hf_tensor_rules(config.model, HfArchitecture::kMixtral)) {
+    if (rule.hf_name != "model.layers.0.self_attn.q_proj.weight" &&
+        rule.hf_name != "model.layers.0.self_attn.v_proj.weight")
+      continue;
+    const bool q = rule.hf_name.find("q_proj") != std::string::npos;
+    const int part = q ? 0 : 2;
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t i = 0; i < hd; ++i) {
+        const int64_t j = q ? (i < hd / 2 ? 2 * i : 2 * (i - hd / 2) + 1) : i;
+        EXPECT_EQ(rule.source(h * hd + i, 5), 5 * width + (h * 3 + part) * hd + j) << rule.hf_name;
+      }
+  }
+}
+
+TEST_F(HfRoundTripTest, RefusesWhatNoArchitectureExpresses) {
+  Config capacity = mixtral_config();
+  capacity.model.moe.capacity_factor = 1.25;
+  const auto message = [&](const Config& c, double bias, const std::string& out) {
+    try {
+      export_hf({.checkpoint = write_checkpoint(c, bias), .output_dir = root_ + "/" + out});
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message(capacity, 0.0, "a").find("capacity dropping"), std::string::npos);
+  EXPECT_NE(message(mixtral_config(), 0.01, "b").find("non-zero aux-loss-free router bias"), std::string::npos);
+  Config alternating = mixtral_config();
+  alternating.model.moe.layer_freq = 2;
+  EXPECT_NE(message(alternating, 0.0, "c").find("layer_freq 2"), std::string::npos);
+  EXPECT_FALSE(fs::exists(root_ + "/a") || fs::exists(root_ + "/b") || fs::exists(root_ + "/c"));
+
+  // An existing, non-empty output directory is never overwritten.
+  fs::create_directories(root_ + "/taken");
+  std::ofstream(root_ + "/taken/keep.txt") << "mine";
+  EXPECT_NE(message(mixtral_config(), 0.0, "taken").find("already exists and is not empty"), std::string::npos);
+  EXPECT_TRUE(fs::exists(root_ + "/taken/keep.txt"));
+}
+
+TEST_F(HfRoundTripTest, ImportRefusesUnsupportedConfig) {
+  const std::string ckpt = write_checkpoint(mixtral_config());
+  export_hf({.checkpoint = ckpt, .output_dir = root_ + "/hf"});
+  nlohmann::json c = read_json(root_ + "/hf/config.json");
+  c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
+  std::ofstream(root_ + "/hf/config.json") << c.dump();
+  try {
+    import_hf({.input_dir = root_ + "/hf", .output = root_ + "/imported", .train_data = "train.bin"});
+    FAIL() << "rope_scaling was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("\"rope_scaling\""), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(root_ + "/imported/latest"));
+}
+
+}  // namespace
+}  // namespace moe4d
