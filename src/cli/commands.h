@@ -14,5 +14,7 @@ void add_generate_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+// Returns the `ckpt` app, to which other files may add subcommands (cli/cmd_ckpt.cc).
+CLI::App* add_ckpt_command(CLI::App& app);
 
 }  // namespace moe4d

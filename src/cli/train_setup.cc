@@ -1,0 +1,84 @@
+// cli/train_setup.cc — paths, run directory and resume point of `moe4d train` (see the header).
+#include "cli/train_setup.h"
+
+#include <filesystem>
+
+#include "checkpoint/run_dir.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "data/token_shard_format.h"
+
+namespace moe4d {
+namespace fs = std::filesystem;
+
+namespace {
+
+void require_exists(const std::string& key, const std::string& given, const std::string& resolved,
+                    const std::string& what, const Config& config) {
+  std::error_code ec;
+  if (fs::exists(resolved, ec)) return;
+  const std::string against = fs::path(given).is_absolute()
+                                  ? std::string("an absolute path")
+                                  : fmt::format("relative, resolved against the working directory {}",
+                                                fs::current_path().string());
+  fail("{}: {} {} does not exist ({} '{}' in {} is {})", key, what, resolved, key, given, config.source, against);
+}
+
+}  // namespace
+
+void resolve_data_paths(Config& config) {
+  struct Entry {
+    const char* key;
+    std::string* path;
+  };
+  for (Entry entry : {Entry{"data.train", &config.data.train}, Entry{"data.valid", &config.data.valid},
+                      Entry{"data.tokenizer", &config.data.tokenizer}}) {
+    std::string& path = *entry.path;
+    if (path.empty() || (path == "bytes" && std::string(entry.key) == "data.tokenizer")) continue;
+    const std::string given = path;
+    path = fs::absolute(path).lexically_normal().string();
+    if (std::string(entry.key) == "data.tokenizer") {
+      require_exists(entry.key, given, path, "tokenizer model", config);
+    } else {
+      const TokenShardPaths shard = token_shard_paths(path);
+      require_exists(entry.key, given, shard.json, "token shard header", config);
+      require_exists(entry.key, given, shard.bin, "token shard", config);
+    }
+  }
+}
+
+std::string metrics_path_of(const Config& config, const std::string& metrics_flag) {
+  if (!metrics_flag.empty()) return metrics_flag;
+  if (!config.train.metrics_file.empty()) return config.train.metrics_file;
+  return config.checkpoint.dir.empty() ? "metrics.jsonl" : config.checkpoint.dir + "/metrics.jsonl";
+}
+
+RunStart prepare_run_dir(const Config& config, const std::string& metrics_path, bool resume, bool resume_from_given,
+                         bool start_over, bool quiet) {
+  const std::string& dir = config.checkpoint.dir;
+  RunStart start;
+  if (resume && dir.empty()) fail("--resume needs checkpoint.dir in {}", config.source);
+  if (!resume && !resume_from_given) {
+    const RunDirContents contents = inspect_run_dir(dir, metrics_path);
+    if (contents.used() && !start_over) fail("{}", used_run_dir_message(dir, contents, metrics_path));
+    if (contents.used()) {
+      const std::string moved = move_run_aside(dir, metrics_path);
+      log_info("--start-over: the previous run ({}) was moved to {}", contents.describe(metrics_path), moved);
+    }
+  }
+  if (!dir.empty()) require_writable_dir(dir, "checkpoint.dir");
+  const std::string metrics_dir = fs::path(metrics_path).parent_path().string();
+  require_writable_dir(metrics_dir.empty() ? "." : metrics_dir, "the metrics file's directory");
+  if (resume && !resume_from_given) {
+    const ResumePoint point = find_resume_point(dir);
+    if (!point.notice.empty()) log_warn("{}", point.notice);
+    if (point.path.empty()) {
+      if (!quiet) log_info("--resume: no checkpoint in {} yet, starting from step 0", dir);
+    } else {
+      start.resume_step = point.step;
+    }
+  }
+  return start;
+}
+
+}  // namespace moe4d
