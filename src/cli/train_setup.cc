@@ -1,6 +1,11 @@
 // cli/train_setup.cc — paths, run directory and resume point of `moe4d train` (see the header).
 #include "cli/train_setup.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "checkpoint/run_dir.h"
@@ -67,8 +72,16 @@ RunStart prepare_run_dir(const Config& config, const std::string& metrics_path, 
     }
   }
   if (!dir.empty()) require_writable_dir(dir, "checkpoint.dir");
-  const std::string metrics_dir = fs::path(metrics_path).parent_path().string();
-  require_writable_dir(metrics_dir.empty() ? "." : metrics_dir, "the metrics file's directory");
+  std::error_code ec;
+  if (fs::exists(metrics_path, ec)) {
+    // An existing file (or device) is probed as it will be used: opened for appending.
+    const int fd = ::open(metrics_path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd < 0) fail("metrics file {} is not writable: {}", metrics_path, std::strerror(errno));
+    ::close(fd);
+  } else {
+    const std::string metrics_dir = fs::path(metrics_path).parent_path().string();
+    require_writable_dir(metrics_dir.empty() ? "." : metrics_dir, "the metrics file's directory");
+  }
   if (resume && !resume_from_given) {
     const ResumePoint point = find_resume_point(dir);
     if (!point.notice.empty()) log_warn("{}", point.notice);

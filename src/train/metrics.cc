@@ -96,7 +96,8 @@ void MetricsWriter::write(const nlohmann::json& record) {
   const int err = write_all_at_once(fd_, line);
   if (err == 0) return;
   // Keep the file a sequence of whole lines: cut off whatever part of this one reached it.
-  const bool cut = sized && ::ftruncate(fd_, before.st_size) == 0;
+  // (Only a regular file can hold part of a line; a device or pipe has nothing to cut.)
+  const bool cut = !sized || !S_ISREG(before.st_mode) || ::ftruncate(fd_, before.st_size) == 0;
   fail("cannot write metrics file {}: {}{}", path_, std::strerror(err),
        cut ? "" : " (and a partial line may remain at its end)");
 }

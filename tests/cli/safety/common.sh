@@ -18,7 +18,7 @@ make_corpus() {  # make_corpus DIR bytes|bpe
   cp /usr/share/common-licenses/Apache-2.0 "$WORK/text/apache.txt"
   cp /usr/share/common-licenses/MPL-2.0 "$WORK/text/mpl.txt"
   if [ "$2" = bpe ]; then
-    "$MOE4D" prepare --input "$WORK/text" --output "$1" --tokenizer bpe --vocab-size 320 > prepare.log 2>&1 ||
+    "$MOE4D" prepare --input "$WORK/text" --output "$1" --tokenizer bpe --vocab-size 384 > prepare.log 2>&1 ||
       { cat prepare.log; die "prepare failed"; }
   else
     "$MOE4D" prepare --input "$WORK/text" --output "$1" --tokenizer bytes > prepare.log 2>&1 ||
@@ -29,7 +29,7 @@ make_corpus() {  # make_corpus DIR bytes|bpe
 write_config() {
   cat > "$1" <<YAML
 model:
-  vocab_size: 320
+  vocab_size: 384
   hidden_size: 16
   num_layers: 2
   num_heads: 4
