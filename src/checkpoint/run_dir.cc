@@ -108,9 +108,9 @@ std::string move_run_aside(const std::string& dir_in, const std::string& metrics
 
 void require_writable_dir(const std::string& dir, const std::string& what) {
   std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) fail("{} {} is not a directory", what, dir);
   fs::create_directories(dir, ec);
   if (ec) fail("cannot create {} {}: {}", what, dir, ec.message());
-  if (!fs::is_directory(dir, ec)) fail("{} {} is not a directory", what, dir);
   // access(W_OK) is always true for root and blind to read-only mounts: try the real thing.
   const std::string probe = fmt::format("{}/.tmp-write-probe-{}", dir, ::getpid());
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -19,15 +19,18 @@ namespace moe4d {
 
 namespace {
 
-// write(2) of the whole buffer, retried on EINTR; returns the errno of a failure or short write.
+// write(2) of the whole buffer: one call unless the disk fills or a signal interrupts it (a short
+// write is followed by one for the rest, which reports why); returns the errno of a failure.
 int write_all_at_once(int fd, const std::string& text) {
-  while (true) {
-    const ssize_t n = ::write(fd, text.data(), text.size());
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return errno;
-    if (static_cast<size_t>(n) != text.size()) return ENOSPC;  // a short write to a regular file: it is full
-    return 0;
+    if (n == 0) return ENOSPC;
+    done += static_cast<size_t>(n);
   }
+  return 0;
 }
 
 }  // namespace
