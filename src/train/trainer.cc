@@ -314,10 +314,10 @@ void Trainer::run() {
     }
     if (stop_flags[1]) {
       const std::string what = metrics_error.empty() ? "the metrics file could not be written on rank 0" : metrics_error;
-      const std::string saved =
-          !checkpoint_error.empty()       ? "the checkpoint could not be written either: " + checkpoint_error
-          : last_checkpoint_.empty()      ? std::string("no checkpoint written (checkpoint.dir is empty)")
-                                          : "checkpoint written: " + last_checkpoint_ + " (continue with --resume)";
+      std::string saved = "checkpoint written: " + last_checkpoint_ + " (continue with --resume)";
+      if (!checkpoint_error.empty()) saved = "the checkpoint could not be written either: " + checkpoint_error;
+      else if (config_.checkpoint.dir.empty()) saved = "no checkpoint written (checkpoint.dir is empty)";
+      else if (guard_.streak() != 0) saved = "newest checkpoint (the last good state): " + last_checkpoint_;
       fail("{}; training stopped after step {}; {}", what, step_, saved);
     }
     if (stop_flags[0]) {
