@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "checkpoint/output_file.h"
 #include "core/error.h"
@@ -133,6 +134,34 @@ void CheckpointWriter::add_json(const std::string& file_name, const nlohmann::js
   files_[file_name] = {out.bytes_written(), std::move(sha)};
 }
 
+std::string CheckpointWriter::add_file_copy(const std::string& file_name, const std::string& source) {
+  check_new_file(file_name);
+  const int fd = ::open(source.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail("cannot open {} to copy it into checkpoint {}: {}", source, step_, std::strerror(errno));
+  OutputFile out(tmp_dir_ + "/" + file_name);
+  std::vector<char> block(size_t{1} << 20);
+  while (true) {
+    const ssize_t n = ::read(fd, block.data(), block.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int saved = errno;
+      ::close(fd);
+      fail("cannot read {}: {}", source, std::strerror(saved));
+    }
+    if (n == 0) break;
+    try {
+      out.write(block.data(), static_cast<size_t>(n));
+    } catch (const Error&) {
+      ::close(fd);
+      throw;
+    }
+  }
+  ::close(fd);
+  std::string sha = out.finish();
+  files_[file_name] = {out.bytes_written(), sha};
+  return sha;
+}
+
 std::string CheckpointWriter::commit(int keep) {
   if (tmp_dir_.empty()) fail("checkpoint {} in {}: commit called twice", step_, dir_);
   if (keep < 1) fail("checkpoint keep {} is invalid, expected at least 1 (the new checkpoint is always kept)", keep);
@@ -211,7 +240,9 @@ std::vector<CheckpointEntry> list_checkpoints(const std::string& root) {
 Checkpoint Checkpoint::open(const std::string& path_in) {
   std::string dir = without_trailing_slash(path_in);
   std::error_code ec;
+  std::string via_latest;  // "<root>/latest" when that file named the step directory
   if (!fs::exists(dir + "/" + kManifest, ec) && fs::is_regular_file(dir + "/latest", ec)) {
+    via_latest = dir + "/latest";
     std::string name = read_text(dir + "/latest");
     name.erase(name.find_last_not_of(" \t\r\n") + 1);
     int64_t latest_step = 0;
@@ -228,7 +259,8 @@ Checkpoint Checkpoint::open(const std::string& path_in) {
     std::string previous = "no previous checkpoint";
     for (const CheckpointEntry& entry : list_checkpoints(parent.empty() ? "." : parent))
       if (named_by_step && entry.step < step) previous = "previous checkpoint: " + entry.path;
-    fail("checkpoint {} is corrupt: {}; {}", dir, what, previous);
+    const std::string named_by = via_latest.empty() ? "" : fmt::format(" (named by {})", via_latest);
+    fail("checkpoint {}{} is corrupt: {}; {}", dir, named_by, what, previous);
   };
 
   if (!fs::is_directory(dir, ec)) {

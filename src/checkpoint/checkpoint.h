@@ -31,6 +31,9 @@
 
 namespace moe4d {
 
+// The name under which a checkpoint carries its sentencepiece tokenizer model.
+inline constexpr const char* kCheckpointTokenizerFile = "tokenizer.model";
+
 // "step_00000020"
 std::string checkpoint_dir_name(int64_t step);
 
@@ -52,6 +55,9 @@ class CheckpointWriter {
   void add_safetensors(const std::string& file_name, const NamedTensors& tensors,
                        const SafetensorsMetadata& metadata = {});
   void add_json(const std::string& file_name, const nlohmann::json& value);
+  // Copies the file at `source` into the checkpoint (streamed, hashed on the way); returns its
+  // sha256. Used to make a checkpoint self-contained (its tokenizer model).
+  std::string add_file_copy(const std::string& file_name, const std::string& source);
 
   // Publishes the checkpoint as `<dir>/step_<S>` (replacing an existing one only once the new one
   // is complete), points `latest` at it, then deletes the oldest complete checkpoints so that at

@@ -35,10 +35,14 @@ struct GenerateArgs {
   bool json = false;
 };
 
-// The tokenizer the model was trained with: --tokenizer, else data.tokenizer of the checkpoint's
-// config, else the one named in the training shard's header.
-std::string tokenizer_spec(const GenerateArgs& args, const Config& config) {
+// The tokenizer the model was trained with: --tokenizer, else the copy the checkpoint carries
+// (verified with the rest of it), else data.tokenizer of the checkpoint's config, else the one named
+// in the training shard's header (checkpoints written before they carried their tokenizer).
+std::string tokenizer_spec(const GenerateArgs& args, const Checkpoint& checkpoint, const nlohmann::json& state,
+                           const Config& config) {
   if (!args.tokenizer.empty()) return args.tokenizer;
+  if (checkpoint.has_file(kCheckpointTokenizerFile)) return checkpoint.file_path(kCheckpointTokenizerFile);
+  if (state.contains("tokenizer") && state["tokenizer"].value("spec", "") == "bytes") return "bytes";
   if (!config.data.tokenizer.empty()) return config.data.tokenizer;
   try {
     return TokenDataset::open(config.data.train).tokenizer_spec();
@@ -54,7 +58,7 @@ void run_generate(const GenerateArgs& args) {
   Config config = parse_config(saved_state.at("config").get<std::string>(), checkpoint.path() + "/state.json");
   if (args.dropless) config.model.moe.capacity_factor.reset();
   const ModelConfig& m = config.model;
-  auto tokenizer = load_tokenizer(tokenizer_spec(args, config));
+  auto tokenizer = load_tokenizer(tokenizer_spec(args, checkpoint, saved_state, config));
   check_vocab_fits(tokenizer->vocab_size(), m.vocab_size);
 
   auto pc = make_single_rank_context();

@@ -12,8 +12,11 @@
 #include <stdexcept>
 #include <string>
 
+#include "checkpoint/checkpoint.h"
 #include "cli/commands.h"
 #include "cli/train_preflight.h"
+#include "cli/stop_signals.h"
+#include "cli/train_setup.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_runtime.h"
 #include "config/config_loader.h"
@@ -28,6 +31,7 @@ namespace {
 struct TrainArgs {
   std::string config;
   bool resume = false;
+  bool start_over = false;
   std::string resume_from;
   int exit_after = 0;
   int blas_threads = 1;
@@ -78,6 +82,7 @@ RankMemory job_memory_per_rank(const Config& config) {
 int run_train(const TrainArgs& args) {
   MpiRuntime mpi(nullptr, nullptr);
   set_log_rank(mpi.world_rank(), mpi.world_size());
+  const std::atomic<int>& stop_signal = install_stop_signal_handlers();
   Config config;
   // Set-up errors are the same on every rank (same files, same arithmetic): rank 0 reports them and
   // every rank exits cleanly. Errors after set-up may be rank-specific and abort the whole job.
@@ -100,13 +105,29 @@ int run_train(const TrainArgs& args) {
     const int ranks_per_node =
         config.parallel.local_worker_num > 0 ? config.parallel.local_worker_num : world->detect_ranks_per_node();
     auto pc = make_parallel_context(std::move(world), config.parallel, ranks_per_node);
+    const std::string metrics_path = metrics_path_of(config, args.metrics);
     TrainerOptions options_t{.resume_from = args.resume_from, .exit_after = args.exit_after, .quiet = args.quiet,
-                             .metrics_path = args.metrics};
-    if (args.resume && options_t.resume_from.empty()) {
-      if (config.checkpoint.dir.empty()) fail("--resume needs checkpoint.dir in {}", args.config);
-      if (std::filesystem::exists(config.checkpoint.dir + "/latest")) options_t.resume_from = config.checkpoint.dir;
-      else if (pc->rank == 0) log_warn("--resume: no checkpoint in {} yet, starting from step 0", config.checkpoint.dir);
+                             .metrics_path = metrics_path, .stop_signal = &stop_signal};
+    // The run directory is rank 0's to judge (refuse a used one, move it aside, find the resume
+    // point); every rank learns the outcome, and a refusal ends every rank cleanly.
+    int64_t outcome[2] = {0, -1};  // {refused, resume step}
+    std::string refusal;
+    if (pc->rank == 0) {
+      try {
+        outcome[1] = prepare_run_dir(config, metrics_path, args.resume, !args.resume_from.empty(), args.start_over,
+                                     args.quiet)
+                         .resume_step;
+      } catch (const Error& e) {
+        refusal = e.what();
+        outcome[0] = 1;
+      }
     }
+    pc->world->broadcast(outcome, 2, DType::kI64, 0);
+    if (outcome[0]) {
+      if (pc->rank == 0) std::fprintf(stderr, "moe4d: error: %s\n", refusal.c_str());
+      return 2;
+    }
+    if (outcome[1] >= 0) options_t.resume_from = config.checkpoint.dir + "/" + checkpoint_dir_name(outcome[1]);
     if (pc->rank == 0 && !args.quiet)
       log_info("{} ranks: dp {} x ep {} x tp {} x pp {}, micro_batch_num {}", pc->grid.world_size(), pc->dp_size(),
                pc->ep_size(), pc->tp_size(), pc->pp_size(), config.parallel.micro_batch_num);
@@ -114,12 +135,26 @@ int run_train(const TrainArgs& args) {
     Trainer trainer(config, *pc, options_t);
     phase = "training (activations and communication buffers of a step)";
     trainer.run();
+    if (trainer.stopped_by_signal()) {  // exit quickly: a launcher's grace period may be short
+      if (pc->rank == 0)
+        log_info("stopped by {} after step {} of {}; {}", stop_signal_name(trainer.stopped_by_signal()),
+                 trainer.step(), config.train.steps,
+                 trainer.last_checkpoint().empty()
+                     ? std::string("no checkpoint written (checkpoint.dir is empty)")
+                     : "checkpoint " + trainer.last_checkpoint() + " (continue with --resume)");
+      return 0;
+    }
     phase = "writing the run report";
     if (pc->rank == 0 && std::filesystem::is_regular_file(trainer.metrics_path())) {  // pictures next to the metrics
       const std::string dir = std::filesystem::path(trainer.metrics_path()).parent_path().string();
-      const auto files = write_run_report(trainer.metrics_path(), dir.empty() ? "." : dir);
-      if (!args.quiet) log_info("{} pictures of the run in {}/ (loss.svg, step_time.svg, ...)", files.size(),
-                                dir.empty() ? "." : dir);
+      // The training succeeded: a report that cannot be drawn is a warning, never the exit status.
+      try {
+        const auto files = write_run_report(trainer.metrics_path(), dir.empty() ? "." : dir);
+        if (!args.quiet) log_info("{} pictures of the run in {}/ (loss.svg, step_time.svg, ...)", files.size(),
+                                  dir.empty() ? "." : dir);
+      } catch (const Error& e) {
+        log_warn("training finished, but the pictures of the run were not drawn: {}", e.what());
+      }
     }
   } catch (const Error& e) {
     return fail_run(mpi, e.what());
@@ -136,11 +171,21 @@ int run_train(const TrainArgs& args) {
 void add_train_command(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();
   CLI::App* cmd = app.add_subcommand("train", "train a model (launch with mpirun -np N for parallel layouts)");
-  cmd->add_option("config", args->config, "YAML config (design.md §5)")->required();
-  cmd->add_flag("--resume", args->resume, "continue from the latest checkpoint in checkpoint.dir, if any");
-  cmd->add_option("--resume-from", args->resume_from, "continue from this checkpoint (step dir or checkpoint dir)");
-  cmd->add_option("--exit-after", args->exit_after, "stop after this many steps of this run (the schedule still "
-                  "uses train.steps); for planned interruptions")->check(CLI::NonNegativeNumber);
+  cmd->add_option("config", args->config, "YAML config (docs/config.md)")->required();
+  CLI::Option* resume = cmd->add_flag(
+      "--resume", args->resume,
+      "continue the run in checkpoint.dir from its newest checkpoint that verifies (latest, else the newest step "
+      "directory); starts at step 0 only if it holds none");
+  cmd->add_flag("--start-over", args->start_over,
+                "checkpoint.dir already holds a run: move it aside to <dir>.old-<time> (nothing is deleted) and "
+                "start fresh")
+      ->excludes(resume);
+  cmd->add_option("--resume-from", args->resume_from, "continue from this checkpoint (step dir or checkpoint dir)")
+      ->excludes("--start-over");
+  cmd->add_option("--exit-after", args->exit_after,
+                  "for planned interruptions: stop after this many steps of this run, writing a checkpoint (the "
+                  "schedule still uses train.steps)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--blas-threads", args->blas_threads, "BLAS threads per rank (default 1)")->check(CLI::PositiveNumber);
   cmd->add_option("--metrics", args->metrics, "JSONL metrics file (default: train.metrics_file)");
   cmd->add_flag("--quiet", args->quiet, "no per-step progress lines");

@@ -14,6 +14,8 @@ void add_generate_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+// Returns the `ckpt` app, to which other files may add subcommands (cli/cmd_ckpt.cc).
+CLI::App* add_ckpt_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 // Adds `export` and `import` to the `ckpt` subcommand (creating it if absent).
 void add_ckpt_hf_commands(CLI::App& app);

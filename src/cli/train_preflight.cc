@@ -1,12 +1,16 @@
 // cli/train_preflight.cc — the checks `moe4d train` runs before allocating anything.
 #include "cli/train_preflight.h"
 
+#include <filesystem>
+
 #include <fstream>
 #include <sstream>
 
 #include "config/size_limits.h"
 #include "core/error.h"
+#include "cli/train_setup.h"
 #include "data/data_check.h"
+#include "data/token_shard_format.h"
 #include "parallel/layout_check.h"
 #include "train/feature_gate.h"
 
@@ -33,7 +37,7 @@ RankMemory this_machine_memory(int ranks_per_node, const std::string& meminfo) {
                                                bytes / (1024.0 * 1024.0 * 1024.0), ranks, ranks == 1 ? "" : "s")};
 }
 
-void preflight_train(const Config& config, int world_size, const RankMemory& memory) {
+void preflight_train(Config& config, int world_size, const RankMemory& memory) {
   check_size_limits(config);  // first: the layout checks below multiply these sizes in int
   // The layout messages name the keys; the file is added here.
   try {
@@ -43,9 +47,20 @@ void preflight_train(const Config& config, int world_size, const RankMemory& mem
   }
   check_training_support(config);
   check_memory_fits(config, memory);
+  resolve_data_paths(config);  // absolute paths; a missing file named with what it was resolved against
+  // One moe4d shard per key is verified here with the tokenizer; blends, numbered shards and
+  // Megatron datasets are verified source by source when the trainer opens them.
+  auto single_shard = [&](const std::string& path, const std::string& format) {
+    std::error_code ec;
+    return format == "moe4d" && std::filesystem::exists(token_shard_paths(path).json, ec) ? path : std::string();
+  };
+  const bool one_source = config.data.train_sources.size() <= 1;
+  const std::string train_format = !config.data.train_sources.empty() && !config.data.train_sources[0].format.empty()
+                                       ? config.data.train_sources[0].format
+                                       : config.data.format;
   check_training_data(TrainingDataSpec{.source = config.source,
-                                       .train = config.data.train,
-                                       .valid = config.data.valid,
+                                       .train = one_source ? single_shard(config.data.train, train_format) : "",
+                                       .valid = config.data.valid.empty() ? "" : single_shard(config.data.valid, config.data.format),
                                        .tokenizer = config.data.tokenizer,
                                        .model_vocab_size = config.model.vocab_size});
 }

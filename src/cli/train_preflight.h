@@ -22,6 +22,7 @@ namespace moe4d {
 // is the file to read (tests pass their own). Throws moe4d::Error if it has neither field.
 RankMemory this_machine_memory(int ranks_per_node, const std::string& meminfo = "/proc/meminfo");
 
-void preflight_train(const Config& config, int world_size, const RankMemory& memory);
+// Also makes the data paths absolute (resolve_data_paths, cli/train_setup.h).
+void preflight_train(Config& config, int world_size, const RankMemory& memory);
 
 }  // namespace moe4d

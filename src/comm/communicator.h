@@ -127,6 +127,12 @@ class Communicator {
     recv_async(data, count, dtype, src, tag)->wait();
   }
 
+  // The deadline (seconds) of waits that start from now on, and of groups split afterwards; a
+  // backend without deadlines (local) reports 0 and ignores the setter. Lets one wait (the one for
+  // rank 0's checkpoint write) run under a longer deadline than the collectives of a step.
+  virtual double timeout_seconds() const { return 0; }
+  virtual void set_timeout_seconds(double seconds) { (void)seconds; }
+
   CommStats& stats() { return stats_; }
   const CommStats& stats() const { return stats_; }
 

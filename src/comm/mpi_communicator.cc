@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "comm/mpi_census.h"
@@ -28,8 +30,40 @@ struct MpiCommunicator::Shared {
       : options(options), engine(options.progress_poll_interval), watchdog(kCensusServeInterval) {}
   MpiOptions options;
   MpiReduceOps ops;
+  std::vector<std::string> hosts;  // by world rank (MPI_Get_processor_name), for deadline reports
+  // What this process is waiting in, on any group (census answers of every group carry it, so a
+  // rank blocked behind another is told apart from the one that never arrived). Set by the
+  // waiting thread around each wait; the communicator outlives its own waits.
+  std::mutex waiting_mutex;
+  const MpiCommunicator* waiting_comm = nullptr;
+  const char* waiting_label = "";
+  Clock::time_point waiting_since;
+  std::atomic<int> waiting_count{0};
   MpiProgressEngine engine;  // threads stop in reverse order of declaration
   MpiWatchdog watchdog;
+};
+
+// Marks this process as waiting in `label` on `comm` for the scope's lifetime.
+class MpiCommunicator::WaitingMark {
+ public:
+  WaitingMark(MpiCommunicator* comm, const char* label, Clock::time_point since) : shared_(*comm->shared_), comm_(comm) {
+    std::lock_guard<std::mutex> lock(shared_.waiting_mutex);
+    shared_.waiting_comm = comm;
+    shared_.waiting_label = label;
+    shared_.waiting_since = since;
+    shared_.waiting_count.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~WaitingMark() {
+    std::lock_guard<std::mutex> lock(shared_.waiting_mutex);
+    if (shared_.waiting_comm == comm_) shared_.waiting_comm = nullptr;
+    shared_.waiting_count.fetch_sub(1, std::memory_order_relaxed);
+  }
+  WaitingMark(const WaitingMark&) = delete;
+  WaitingMark& operator=(const WaitingMark&) = delete;
+
+ private:
+  Shared& shared_;
+  const MpiCommunicator* comm_;
 };
 
 namespace {
@@ -79,6 +113,7 @@ class MpiWork final : public Work {
     auto entered = Clock::now();
     auto deadline = entered + std::chrono::duration_cast<Clock::duration>(
                                   std::chrono::duration<double>(comm_->options_.timeout_seconds));
+    MpiCommunicator::WaitingMark mark(comm_, label_, entered);
     Clock::time_point completed_at = ticket_ ? wait_engine(entered, deadline) : wait_polling(entered, deadline);
     comm_->stats_[op_].exposed_seconds += seconds_between(entered, Clock::now());
     finish(completed_at);
@@ -112,7 +147,7 @@ class MpiWork final : public Work {
         std::this_thread::sleep_for(std::chrono::microseconds(20));
       }
       if (now >= next_serve) {
-        comm_->census_->serve(comm_->issued_.load());
+        comm_->census_->serve(comm_->census_answer());
         next_serve = now + kCensusServeInterval;
         if (now >= deadline) comm_->on_timeout(label_, seq_, peer_, seconds_between(entered, now));
       }
@@ -145,7 +180,19 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::world(const CommOptions& optio
   select_nbc_all_reduce_algorithm(mpi.all_reduce_algorithm);  // best effort: other MPIs keep their own
   MPI_Comm comm;
   MPI_Comm_dup(MPI_COMM_WORLD, &comm);
-  return std::unique_ptr<MpiCommunicator>(new MpiCommunicator(comm, "world", options, std::make_shared<Shared>(mpi)));
+  auto shared = std::make_shared<Shared>(mpi);
+  // Host names by world rank, once, so that a deadline report can say where each rank runs.
+  int size = 1, length = 0;
+  MPI_Comm_size(comm, &size);
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  MPI_Get_processor_name(name, &length);
+  std::vector<char> names(static_cast<size_t>(size) * MPI_MAX_PROCESSOR_NAME);
+  MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, comm);
+  for (int r = 0; r < size; ++r) {
+    const char* entry = names.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME;
+    shared->hosts.emplace_back(entry, strnlen(entry, MPI_MAX_PROCESSOR_NAME));
+  }
+  return std::unique_ptr<MpiCommunicator>(new MpiCommunicator(comm, "world", options, std::move(shared)));
 }
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name, const CommOptions& options,
@@ -200,15 +247,26 @@ std::unique_ptr<Work> MpiCommunicator::make_work(CommOp op, const char* label, s
   return std::make_unique<MpiWork>(this, op, label, request, seq, peer, std::move(owned_arrays), use_engine);
 }
 
-void MpiCommunicator::on_timeout(const char* label, int64_t seq, int peer, double waited) {
-  std::vector<int> missing_world;
-  if (peer >= 0) {
-    missing_world.push_back(world_ranks_[peer]);  // point-to-point: the partner is the one missing
-  } else {
-    for (int r : census_->find_missing(seq, issued_.load(), census_grace_seconds(options_.timeout_seconds)))
-      missing_world.push_back(world_ranks_[r]);
+CensusAnswer MpiCommunicator::census_answer() const {
+  CensusAnswer answer;
+  answer.issued = issued_.load();
+  std::lock_guard<std::mutex> lock(shared_->waiting_mutex);
+  if (shared_->waiting_comm) {
+    answer.waiting_seconds = seconds_between(shared_->waiting_since, Clock::now());
+    const std::string where = fmt::format("{} on group {}", shared_->waiting_label, shared_->waiting_comm->name_);
+    where.copy(answer.waiting_in, sizeof(answer.waiting_in) - 1);
   }
-  abort_on_collective_timeout(label, name_, world_ranks_, waited, missing_world);
+  return answer;
+}
+
+void MpiCommunicator::on_timeout(const char* label, int64_t seq, int peer, double waited) {
+  std::vector<LateMember> late;
+  if (peer >= 0) {
+    late.push_back(LateMember{peer, false, {}});  // point-to-point: the partner is the one missing
+  } else {
+    late = census_->find_late(seq, census_answer(), census_grace_seconds(options_.timeout_seconds));
+  }
+  abort_on_collective_timeout(label, name_, world_ranks_, waited, late, shared_->hosts);
 }
 
 std::unique_ptr<Work> MpiCommunicator::all_reduce_async(void* data, size_t count, DType dtype, ReduceOp op) {
@@ -311,7 +369,10 @@ void MpiCommunicator::run_blocking(CommOp op, const char* label, size_t bytes, i
   blocked_peer_.store(peer, std::memory_order_relaxed);
   const Clock::time_point start = Clock::now();
   blocked_since_ns_.store(start.time_since_epoch().count(), std::memory_order_release);
-  call();
+  {
+    WaitingMark mark(this, label, start);
+    call();
+  }
   blocked_since_ns_.store(0, std::memory_order_release);
   const Clock::time_point end = Clock::now();
   stats_[op].exposed_seconds += seconds_between(start, end);
@@ -322,9 +383,11 @@ void MpiCommunicator::run_blocking(CommOp op, const char* label, size_t bytes, i
 
 void MpiCommunicator::watchdog_poll(Clock::time_point now) {
   const int64_t since_ns = blocked_since_ns_.load(std::memory_order_acquire);
+  // While the process waits anywhere, every group answers census queries (a rank blocked here is
+  // thereby told apart from one that never arrived); blocked in MPI on this group, it also enforces
+  // the deadline.
+  if (since_ns != 0 || shared_->waiting_count.load(std::memory_order_relaxed) > 0) census_->try_serve(census_answer());
   if (since_ns == 0) return;
-  // Blocked in MPI: answer other members' census queries for this group, and enforce the deadline.
-  census_->try_serve(issued_.load());
   const double waited = seconds_between(Clock::time_point(Clock::duration(since_ns)), now);
   if (waited > options_.timeout_seconds)
     on_timeout(blocked_label_.load(), blocked_seq_.load(), blocked_peer_.load(), waited);

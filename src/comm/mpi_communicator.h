@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/mpi_census.h"
 #include "comm/mpi_watchdog.h"
 #include "comm/mpi_tuning.h"
 
@@ -49,7 +50,6 @@ struct MpiOptions {
 
 class MpiReduceOps;
 class MpiProgressEngine;
-class MpiCensus;
 
 class MpiCommunicator final : public Communicator, private MpiWatchdog::Client {
  public:
@@ -97,6 +97,8 @@ class MpiCommunicator final : public Communicator, private MpiWatchdog::Client {
   // warning and returns 1: node-aware placement then treats every rank as its own node.
   int detect_ranks_per_node();
 
+  double timeout_seconds() const override { return options_.timeout_seconds; }
+  void set_timeout_seconds(double seconds) override { options_.timeout_seconds = seconds; }
   const CommOptions& options() const { return options_; }
   // Applies to waits that start afterwards and to groups split afterwards.
   void set_options(const CommOptions& options) { options_ = options; }
@@ -105,6 +107,7 @@ class MpiCommunicator final : public Communicator, private MpiWatchdog::Client {
  private:
   friend class MpiWork;
   struct Shared;  // reduce ops and progress engine, shared by a world and all its descendants
+  class WaitingMark;
 
   MpiCommunicator(MPI_Comm comm, std::string name, const CommOptions& options, std::shared_ptr<Shared> shared);
 
@@ -119,6 +122,8 @@ class MpiCommunicator final : public Communicator, private MpiWatchdog::Client {
   void check(int rc, const char* call) const;
   int to_count(size_t count, const char* op) const;
   [[noreturn]] void on_timeout(const char* label, int64_t seq, int peer, double waited);
+  // What this rank answers a census query on this group with (comm/mpi_census.h).
+  CensusAnswer census_answer() const;
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::string name_;

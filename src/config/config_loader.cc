@@ -683,6 +683,8 @@ void validate(const Config& c, const ConfigReader& r) {
   }
   r.require(c.checkpoint.keep >= 1, "checkpoint.keep", "a positive integer", str(c.checkpoint.keep));
   non_negative("checkpoint.interval", c.checkpoint.interval);
+  r.require(c.checkpoint.timeout > 0 && std::isfinite(c.checkpoint.timeout), "checkpoint.timeout",
+            "a positive number of seconds", str(c.checkpoint.timeout));
 }
 
 // Writes `key: value` pairs into the YAML map being emitted.
@@ -787,10 +789,11 @@ Config parse_config(const std::string& yaml_text, const std::string& source_name
   data.read("tokenizer", config.data.tokenizer);
   data.read("format", config.data.format);
 
-  Section checkpoint = top.section("checkpoint", {"dir", "interval", "keep"});
+  Section checkpoint = top.section("checkpoint", {"dir", "interval", "keep", "timeout"});
   checkpoint.read("dir", config.checkpoint.dir);
   checkpoint.read("interval", config.checkpoint.interval);
   checkpoint.read("keep", config.checkpoint.keep);
+  checkpoint.read("timeout", config.checkpoint.timeout);
 
   validate(config, reader);
   resolve_defaults(config.model);
@@ -885,6 +888,7 @@ std::string config_to_yaml(const Config& c) {
   put("valid", c.data.valid)("tokenizer", c.data.tokenizer)("format", c.data.format);
   out << YAML::EndMap << YAML::Key << "checkpoint" << YAML::Value << YAML::BeginMap;
   put("dir", c.checkpoint.dir)("interval", c.checkpoint.interval)("keep", c.checkpoint.keep);
+  put("timeout", c.checkpoint.timeout);
   out << YAML::EndMap << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }

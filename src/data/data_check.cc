@@ -24,6 +24,16 @@ auto under_key(const TrainingDataSpec& spec, const char* key, F&& open) {
 }  // namespace
 
 void check_training_data(const TrainingDataSpec& spec) {
+  if (spec.train.empty()) {  // no single shard to take the tokenizer from: check a named one alone
+    if (spec.tokenizer.empty()) return;
+    const std::unique_ptr<Tokenizer> tokenizer =
+        under_key(spec, "data.tokenizer", [&] { return load_tokenizer(spec.tokenizer); });
+    if (tokenizer->vocab_size() > spec.model_vocab_size)
+      fail("{}: model.vocab_size {} is smaller than the {} ids of the tokenizer {} (data.tokenizer); expected "
+           "model.vocab_size >= {}",
+           spec.source, spec.model_vocab_size, tokenizer->vocab_size(), spec.tokenizer, tokenizer->vocab_size());
+    return;
+  }
   const TokenDataset train = under_key(spec, "data.train", [&] { return TokenDataset::open(spec.train); });
   std::unique_ptr<TokenDataset> valid;
   if (!spec.valid.empty())

@@ -18,7 +18,7 @@ namespace moe4d {
 
 struct TrainingDataSpec {
   std::string source;     // the config file, for messages
-  std::string train;      // data.train
+  std::string train;      // data.train: one moe4d shard; empty: only the tokenizer is checked
   std::string valid;      // data.valid (may be empty)
   std::string tokenizer;  // data.tokenizer (may be empty)
   int64_t model_vocab_size = 0;

@@ -227,6 +227,8 @@ MetricsLog read_metrics_log(const std::string& path) {
   std::string text;
   for (int line = 1; std::getline(in, text); ++line) {
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+    // A last line without its newline that does not parse is a write cut off by a kill: not a record.
+    if (in.eof() && json::parse(text, nullptr, false).is_discarded()) break;
     const Where at{path, line};
     StepMetrics m = read_record(at, text);
     for (const ExpertLoad& load : m.expert_loads) {

@@ -266,8 +266,13 @@ void Trainer::run() {
     if (eval_every > 0 && (step_ % eval_every == 0 || step_ == total) && valid_data_) {
       r.record["val_loss"] = evaluate();
     }
+    std::string metrics_error;  // rank 0: a failed metrics write stops the run, with a checkpoint
     if (pc_.rank == 0) {
-      metrics_.write(r.record);
+      try {
+        metrics_.write(r.record);
+      } catch (const Error& e) {
+        metrics_error = e.what();
+      }
       if (!options_.quiet && (step_ % config_.train.log_interval == 0 || step_ == stop)) {
         const double elapsed = seconds_since(t0);
         const double eta = elapsed / double(step_ - first) * double(stop - step_);
@@ -283,13 +288,40 @@ void Trainer::run() {
         std::fflush(stdout);
       }
     }
+    // Once per step every rank learns whether any rank was asked to stop (a signal may reach one
+    // rank only) or could not write the metrics file, so that all stop after the same step.
+    int stop_flags[2] = {options_.stop_signal ? options_.stop_signal->load() : 0, metrics_error.empty() ? 0 : 1};
+    pc_.world->all_reduce(stop_flags, 2, DType::kI32, ReduceOp::kMax);
+    const bool stopping = stop_flags[0] != 0 || stop_flags[1] != 0;
     const int interval = config_.checkpoint.interval;
-    if (!config_.checkpoint.dir.empty() && ((interval > 0 && step_ % interval == 0) || step_ == total)) {
+    // The last step of the run (train.steps, --exit-after, a signal, a metrics failure) always
+    // checkpoints, whatever checkpoint.interval says.
+    const bool checkpoint_due = (interval > 0 && step_ % interval == 0) || step_ == total || step_ == stop || stopping;
+    std::string checkpoint_error;
+    if (!config_.checkpoint.dir.empty() && checkpoint_due) {
       // Inside a streak of non-finite steps the newest checkpoint stays the last good one.
-      if (guard_.streak() == 0)
-        save_checkpoint();
-      else if (pc_.rank == 0)
+      if (guard_.streak() == 0) {
+        try {
+          save_checkpoint();
+        } catch (const Error& e) {
+          if (!stop_flags[1]) throw;
+          checkpoint_error = e.what();
+        }
+      } else if (pc_.rank == 0) {
         log_warn("step {}: checkpoint not written, {} consecutive non-finite step(s)", step_, guard_.streak());
+      }
+    }
+    if (stop_flags[1]) {
+      const std::string what = metrics_error.empty() ? "the metrics file could not be written on rank 0" : metrics_error;
+      std::string saved = "checkpoint written: " + last_checkpoint_ + " (continue with --resume)";
+      if (!checkpoint_error.empty()) saved = "the checkpoint could not be written either: " + checkpoint_error;
+      else if (config_.checkpoint.dir.empty()) saved = "no checkpoint written (checkpoint.dir is empty)";
+      else if (guard_.streak() != 0) saved = "newest checkpoint (the last good state): " + last_checkpoint_;
+      fail("{}; training stopped after step {}; {}", what, step_, saved);
+    }
+    if (stop_flags[0]) {
+      stopped_by_signal_ = stop_flags[0];
+      return;
     }
   }
 }

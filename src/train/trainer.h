@@ -14,6 +14,7 @@
 // stays non-finite stops with a diagnosis of the first non-finite tensor (train/nonfinite_guard.h).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,6 +52,10 @@ struct TrainerOptions {
   FaultInjector* fault_injector = nullptr;
   // `moe4d eval`: no training shard is opened (only data.valid is read) and no metrics file written.
   bool evaluation_only = false;
+  // Set asynchronously (by a signal handler) to the number of a signal that asks the run to stop.
+  // run() reads it once per step and agrees over all ranks (any rank's signal stops every rank
+  // after the same step), then writes a checkpoint and returns. Borrowed; null: never stop early.
+  const std::atomic<int>* stop_signal = nullptr;
 };
 
 struct StepResult {
@@ -83,6 +88,10 @@ class Trainer {
   void save_checkpoint();
 
   int64_t step() const { return step_; }
+  // The signal that made run() stop before its last step (0: it did not stop on a signal).
+  int stopped_by_signal() const { return stopped_by_signal_; }
+  // The step directory of the newest checkpoint this Trainer wrote (empty if none).
+  const std::string& last_checkpoint() const { return last_checkpoint_; }
   // The JSONL metrics file (rank 0; empty elsewhere).
   const std::string& metrics_path() const { return metrics_.path(); }
   ParamStore& params() { return params_; }
@@ -148,6 +157,8 @@ class Trainer {
   std::vector<int> moe_layers_;  // global layer index of every MoE layer of the model
   bool gradients_local_ = false;           // this step's gradients are not reduced (1-bit Adam)
   int64_t zero_payload_seen_[3] = {0, 0, 0};  // zero_record(): counters at the previous step
+  int stopped_by_signal_ = 0;
+  std::string last_checkpoint_;
 };
 
 }  // namespace moe4d

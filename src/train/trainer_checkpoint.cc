@@ -11,6 +11,8 @@
 // (a transient buffer of the rank's parameter count), loading cuts this rank's slices out of it; with
 // zero_stage 3 the values are materialised for the save and re-sharded after a load. So a checkpoint
 // written with any zero_stage loads with any other, in any layout.
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -44,6 +46,16 @@ void restore_router_biases(Transformer& model, const nlohmann::json& state, cons
            block->router_bias().size());
     std::copy(bias.begin(), bias.end(), block->router_bias().begin());
   }
+}
+
+// The config as recorded in a checkpoint: data paths absolute, so that the record stays true
+// wherever the checkpoint is read from.
+Config with_absolute_data_paths(Config config) {
+  for (std::string* path : {&config.data.train, &config.data.valid, &config.data.tokenizer})
+    if (!path->empty() && *path != "bytes") *path = std::filesystem::absolute(*path).lexically_normal().string();
+  for (DataSourceConfig& source : config.data.train_sources)
+    source.path = std::filesystem::absolute(source.path).lexically_normal().string();
+  return config;
 }
 
 NamedTensors as_named(std::map<std::string, FullTensor>& tensors, const std::string& prefix) {
@@ -95,13 +107,24 @@ void Trainer::save_checkpoint() {
       NamedTensors optimizer_state = as_named(exp_avg, "exp_avg.");
       for (auto& entry : as_named(exp_avg_sq, "exp_avg_sq.")) optimizer_state.push_back(entry);
       writer.add_safetensors("optimizer.safetensors", optimizer_state, {{"optimizer", optimizer_->name()}});
+      // The tokenizer travels with the checkpoint (generate needs nothing else): a sentencepiece
+      // model is copied in, its checksum in the manifest and in state.json.
+      std::string tokenizer = config_.data.tokenizer.empty() ? train_data_->tokenizer_spec() : config_.data.tokenizer;
+      nlohmann::json tokenizer_state = {{"spec", tokenizer}};
+      if (!tokenizer.empty() && tokenizer != "bytes") {
+        tokenizer = std::filesystem::absolute(tokenizer).lexically_normal().string();
+        tokenizer_state = {{"spec", tokenizer},
+                           {"file", kCheckpointTokenizerFile},
+                           {"sha256", writer.add_file_copy(kCheckpointTokenizerFile, tokenizer)}};
+      }
       nlohmann::json biases = nlohmann::json::object();
       for (size_t i = 0; i < moe_layers_.size(); ++i)
         biases[std::to_string(moe_layers_[i])] = std::vector<double>(bias.begin() + i * E, bias.begin() + (i + 1) * E);
       writer.add_json("state.json", {{"step", step_},
-                                     {"config", config_to_yaml(config_)},
+                                     {"config", config_to_yaml(with_absolute_data_paths(config_))},
                                      {"router_bias", biases},
                                      {"numerics", numerics_state()},
+                                     {"tokenizer", tokenizer_state},
                                      {"layout",
                                       {{"data_parallel", pc_.dp_size()},
                                        {"expert_parallel", pc_.ep_size()},
@@ -114,9 +137,15 @@ void Trainer::save_checkpoint() {
       error = e.what();
     }
   }
+  // The other ranks wait here for rank 0's write: under checkpoint.timeout, not collective_timeout
+  // (a deadline tight enough to catch a straggling step would kill healthy jobs during a save).
   int failed = error.empty() ? 0 : 1;
+  const double step_timeout = pc_.world->timeout_seconds();
+  pc_.world->set_timeout_seconds(config_.checkpoint.timeout);
   pc_.world->all_reduce(&failed, 1, DType::kI32, ReduceOp::kMax);
+  pc_.world->set_timeout_seconds(step_timeout);
   if (failed) fail("{}", error.empty() ? "checkpoint write failed on rank 0" : error);
+  last_checkpoint_ = config_.checkpoint.dir + "/" + checkpoint_dir_name(step_);
 }
 
 void Trainer::load_checkpoint(const std::string& path) {

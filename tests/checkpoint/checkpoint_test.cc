@@ -173,8 +173,9 @@ TEST_F(CheckpointTest, FlippedByteInAnyFileIsRefused) {
     for (size_t offset : {size_t{0}, size / 2, size - 1}) {
       SCOPED_TRACE(name + " byte " + std::to_string(offset));
       flip_byte(file, offset);
-      EXPECT_EQ(open_error(root_), fmt::format("checkpoint {} is corrupt: {} sha256 mismatch (expected {}…, got {}…){}",
-                                               corrupt, name, expected_sha.substr(0, 12),
+      EXPECT_EQ(open_error(root_), fmt::format("checkpoint {} (named by {}/latest) is corrupt: {} sha256 mismatch "
+                                               "(expected {}…, got {}…){}",
+                                               corrupt, root_, name, expected_sha.substr(0, 12),
                                                sha256_file(file).substr(0, 12), tail));
       EXPECT_EQ(Checkpoint::open(step_dir(10)).step(), 10);
       flip_byte(file, offset);
@@ -197,7 +198,8 @@ TEST_F(CheckpointTest, MissingFileListedInManifest) {
   write_checkpoint(10);
   write_checkpoint(20);
   fs::remove(step_dir(20) + "/optimizer.safetensors");
-  EXPECT_EQ(open_error(root_), "checkpoint " + step_dir(20) + " is corrupt: optimizer.safetensors is missing; "
+  EXPECT_EQ(open_error(root_), "checkpoint " + step_dir(20) + " (named by " + root_ +
+                               "/latest) is corrupt: optimizer.safetensors is missing; "
                                "previous checkpoint: " + step_dir(10));
   fs::remove(step_dir(10) + "/state.json");
   EXPECT_EQ(open_error(step_dir(10)),
@@ -209,9 +211,9 @@ TEST_F(CheckpointTest, TruncatedFileIsRefusedBySize) {
   const std::string file = step_dir(10) + "/model.safetensors";
   const size_t size = fs::file_size(file);
   fs::resize_file(file, size - 4);
-  EXPECT_EQ(open_error(root_), fmt::format("checkpoint {} is corrupt: model.safetensors has {} bytes, expected {}; "
-                                           "no previous checkpoint",
-                                           step_dir(10), size - 4, size));
+  EXPECT_EQ(open_error(root_), fmt::format("checkpoint {} (named by {}/latest) is corrupt: model.safetensors has {} "
+                                           "bytes, expected {}; no previous checkpoint",
+                                           step_dir(10), root_, size - 4, size));
 }
 
 TEST_F(CheckpointTest, AbandonedWriterLeavesNothing) {

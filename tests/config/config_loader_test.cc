@@ -255,6 +255,7 @@ TEST(ConfigLoader, DefaultsComeFromConfigStructs) {
   EXPECT_EQ(c.train.loss_scale.initial, 65536.0);
   EXPECT_EQ(c.train.precision, Precision::kFP32);
   EXPECT_EQ(c.checkpoint.keep, 2);
+  EXPECT_EQ(c.checkpoint.timeout, 600.0);
   EXPECT_EQ(c.checkpoint.dir, "");
 }
 
@@ -362,6 +363,8 @@ TEST(ConfigErrors, ZeroAndNegativeSizes) {
             "demo.yaml:13: parallel_config.model_parallel: expected a positive integer, got '0'");
   EXPECT_EQ(error_of(std::string(kMinimal) + "checkpoint: {keep: 0}\n"),
             "demo.yaml:13: checkpoint.keep: expected a positive integer, got '0'");
+  EXPECT_EQ(error_of(std::string(kMinimal) + "checkpoint: {timeout: 0}\n"),
+            "demo.yaml:13: checkpoint.timeout: expected a positive number of seconds, got '0'");
   EXPECT_EQ(error_of(std::string(kMinimal) + "parallel_config: {zero_stage: 4}\n"),
             "demo.yaml:13: parallel_config.zero_stage: expected one of 0, 1, 2, 3, got '4'");
 }

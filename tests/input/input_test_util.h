@@ -56,7 +56,7 @@ inline std::string tiny_config_text(const std::string& shard) {
 
 // Parses `text` as `name` and runs every check `moe4d train` makes before allocating.
 inline void preflight_text(const std::string& text, const std::string& name, int world_size = 1) {
-  const Config config = parse_config(text, name);
+  Config config = parse_config(text, name);
   preflight_train(config, world_size, test_machine());
 }
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "checkpoint/checkpoint.h"
 #include "core/error.h"
 #include "train/trainer.h"
 #include "train_fixture.h"
@@ -86,6 +87,26 @@ TEST_F(TrainerTest, ResumeIsBitExactWithModelOptions) {
   m.moe.normalize_top_k = false;
   m.moe.router_bias_update_rate = 0.002;
   expect_resume_bit_exact(config_);
+}
+
+TEST_F(TrainerTest, StopSignalCheckpointsTheStepAndExitAfterToo) {
+  auto pc = make_single_rank_context();
+  config_.checkpoint.interval = 0;  // only the last step of a run checkpoints
+  std::atomic<int> stop{0};
+  {
+    Trainer trainer(config_, *pc, {.exit_after = 3, .quiet = true, .stop_signal = &stop});
+    trainer.run();
+    EXPECT_EQ(trainer.step(), 3);
+    EXPECT_EQ(trainer.stopped_by_signal(), 0);
+    EXPECT_EQ(trainer.last_checkpoint(), config_.checkpoint.dir + "/step_00000003");
+  }
+  stop = 15;  // as the SIGTERM handler sets it: the run stops after its current step
+  Trainer trainer(config_, *pc, {.resume_from = config_.checkpoint.dir, .quiet = true, .stop_signal = &stop});
+  trainer.run();
+  EXPECT_EQ(trainer.step(), 4);
+  EXPECT_EQ(trainer.stopped_by_signal(), 15);
+  EXPECT_EQ(trainer.last_checkpoint(), config_.checkpoint.dir + "/step_00000004");
+  EXPECT_EQ(Checkpoint::open(config_.checkpoint.dir).step(), 4);
 }
 
 TEST_F(TrainerTest, CorruptCheckpointIsRefusedAndPreviousStillLoads) {
