@@ -14,5 +14,6 @@ void add_generate_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_launch_command(CLI::App& app);
 
 }  // namespace moe4d

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   moe4d::add_plan_command(app);
   moe4d::add_report_command(app);
   moe4d::add_bench_command(app);
+  moe4d::add_launch_command(app);
   moe4d::add_version_command(app);
   try {
     app.parse(argc, argv);

@@ -92,6 +92,7 @@ class Trainer {
   std::map<std::string, FullTensor> gather_parameters();
 
  private:
+  void gather_rank_hosts();  // collective
   void load_checkpoint(const std::string& path);
   // ZeRO (trainer_zero.cc): the sharded training state, the exact global gradient norm, the
   // optimizer step with its parameter all-gather, memory accounting (docs/zero.md).
@@ -131,6 +132,9 @@ class Trainer {
   std::unique_ptr<TokenDataset> train_data_;
   std::unique_ptr<TokenDataset> valid_data_;
   MetricsWriter metrics_;
+  // Every world rank's host name (gathered once), written with the first step record of this run.
+  std::vector<std::string> rank_hosts_;
+  bool rank_hosts_written_ = false;
   std::unique_ptr<PrecisionGemm> gemm16_;  // null for fp32
   LossScaler loss_scaler_;
   NonfiniteGuard guard_;
