@@ -49,6 +49,13 @@ void MpirunOutputParser::feed(const OutputLine& line) {
     }
     return;
   }
+  static const std::regex abort_code(R"(^with errorcode (-?\d+))");
+  if (abort_pending_ && std::regex_search(text, m, abort_code)) {  // OpenMPI wraps the abort notice here
+    failure_.how = fmt::format("called MPI_Abort (code {})", m[1].str());
+    abort_pending_ = false;
+    return;
+  }
+  abort_pending_ = false;
   if (failure_.rank >= 0) return;  // the first failure is the one that counts
   if (std::regex_search(text, m, noticed)) {
     failure_.rank = std::stoi(m[1].str());
@@ -57,6 +64,7 @@ void MpirunOutputParser::feed(const OutputLine& line) {
   } else if (std::regex_search(text, m, aborted)) {
     failure_.rank = std::stoi(m[1].str());
     failure_.how = m[2].matched ? fmt::format("called MPI_Abort (code {})", m[2].str()) : "called MPI_Abort";
+    abort_pending_ = !m[2].matched;
   } else if (std::regex_search(text, m, process_name)) {
     pending_process_rank_ = std::stoi(m[1].str());
   } else if (pending_process_rank_ >= 0 && std::regex_search(text, m, exit_code)) {

@@ -44,7 +44,8 @@ class MpirunOutputParser {
 
  private:
   RankFailure failure_;
-  int pending_process_rank_ = -1;  // "Process name: [[J,R],R]" seen, its "Exit code:" not yet
+  int pending_process_rank_ = -1;
+  bool abort_pending_ = false;     // "MPI_ABORT was invoked on rank R ..." seen, its error code not yet  // "Process name: [[J,R],R]" seen, its "Exit code:" not yet
 };
 
 }  // namespace moe4d
