@@ -128,6 +128,9 @@ std::vector<HostEntry> parse_hostfile(std::string_view text, std::string_view so
       // OpenMPI adds the slots of repeated lines (a bare repeat counts one slot).
       known.slots = (known.slots > 0 ? known.slots : 1) + (entry.slots > 0 ? entry.slots : 1);
       if (entry.max_slots > 0) known.max_slots = std::max(known.max_slots, entry.max_slots);
+      if (known.max_slots > 0 && known.slots > known.max_slots)
+        fail("{}: {}: host {} now has slots={} (lines {} and {}), more than its max_slots={}", where(), quoted(full),
+             known.host, known.slots, known.line, line_no, known.max_slots);
       merged = true;
     }
     if (!merged) hosts.push_back(std::move(entry));

@@ -63,6 +63,8 @@ TEST(Hostfile, RepeatedHostAddsSlots) {
   ASSERT_EQ(hosts.size(), 2u);
   EXPECT_EQ(hosts[0].host, "a");
   EXPECT_EQ(hosts[0].slots, 5);
+  EXPECT_EQ(error_of("n:2\nn slots=2 max_slots=2\n"),
+            "hosts:2: 'n slots=2 max_slots=2': host n now has slots=4 (lines 1 and 2), more than its max_slots=2");
 }
 
 TEST(Hostfile, BadLinesNameFileLineAndText) {
