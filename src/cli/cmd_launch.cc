@@ -176,10 +176,13 @@ int run_launch(LaunchArgs args) {
   if (config) validate_layout(config->model, config->parallel, config->train.global_batch_size, plan.worker_num);
   std::vector<bool> is_local;
   for (const std::string& h : plan.hosts) is_local.push_back(is_this_machine(h));
+  // msrun's scheduler address: with OpenMPI the rendezvous is mpirun, which runs where the launcher runs.
+  std::string master_problem;
   if (!args.master_addr.empty() && !is_this_machine(args.master_addr))
-    fail("--master_addr {} is not this machine: with OpenMPI the job's rendezvous is mpirun itself, so run moe4d "
-         "launch on {} (or drop --master_addr)",
-         args.master_addr, args.master_addr);
+    master_problem = fmt::format("--master_addr {} is not this machine: with OpenMPI the job's rendezvous is mpirun "
+                                 "itself, so run moe4d launch on {} (or drop --master_addr)",
+                                 args.master_addr, args.master_addr);
+  if (!master_problem.empty() && !args.dry_run) fail("{}", master_problem);
 
   std::error_code ec;
   const std::string exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
@@ -196,6 +199,7 @@ int run_launch(LaunchArgs args) {
   fmt::print("{}", placement_table(plan));
   fmt::print("mpirun command:\n  {}\n", shell_command(command));
   if (args.max_restarts > 0) fmt::print("restart command:\n  {}\n", shell_command(restart_command));
+  if (!master_problem.empty()) fmt::print("note: {}\n", master_problem);
   std::fflush(stdout);
   if (args.dry_run) return 0;
 
