@@ -12,6 +12,7 @@
 #include <memory>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "launch/mpirun_command.h"
@@ -144,8 +145,7 @@ class Attempt {
           record_.last_step = step;
         }
       }
-    } else if (line.stderr_stream && line.rank < plan_.worker_num &&
-               (line.text.find("error") != std::string::npos || line.text.find("deadline") != std::string::npos)) {
+    } else if (line.stderr_stream && line.rank < plan_.worker_num && is_rank_error(line.text)) {
       std::fprintf(stderr, "[rank %d %s] %s\n", line.rank, plan_.host_of(line.rank).c_str(), line.text.c_str());
     }
   }
@@ -167,6 +167,13 @@ class Attempt {
       if (record_.failed_rank < 0) record_.failed_rank = f.message_rank;
       if (!text.empty()) text += "; ";
       text += fmt::format("{} reported: {}", rank_phrase(f.message_rank), f.message);
+      // A deadline names the ranks that never arrived: those are the ones to look at.
+      if (!f.missing.empty()) {
+        std::vector<std::string> where;
+        for (int r : f.missing) where.push_back(rank_phrase(r));
+        text += fmt::format(" [missing: {}]", fmt::join(where, ", "));
+        if (record_.failed_rank < 0 || record_.failed_rank == f.message_rank) record_.failed_rank = f.missing.front();
+      }
     }
     if (text.empty()) text = fmt::format("mpirun ended with {} without naming a rank", record_.exit);
     if (record_.failed_rank >= 0 && record_.failed_rank < plan_.worker_num)

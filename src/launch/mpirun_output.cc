@@ -27,6 +27,12 @@ int progress_step(std::string_view text) {
   return std::stoi(m[1].str());
 }
 
+bool is_rank_error(std::string_view text) {
+  // Anchored: an info line that merely mentions a deadline (or a path containing the word) is not one.
+  static const std::regex error(R"(^(moe4d: error|collective (timeout|deadline)))");
+  return std::regex_search(text.begin(), text.end(), error);
+}
+
 void MpirunOutputParser::feed(const OutputLine& line) {
   static const std::regex noticed(
       R"(process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)(?: \(([^)]*)\))?)");
@@ -38,10 +44,19 @@ void MpirunOutputParser::feed(const OutputLine& line) {
   const std::string& text = line.text;
   if (line.rank >= 0) {
     // A rank's own words: its first error line explains the failure (deadline messages included).
-    if (failure_.message_rank < 0 && line.stderr_stream &&
-        (text.find("moe4d: error") != std::string::npos || text.find("deadline") != std::string::npos)) {
+    if (failure_.message_rank < 0 && line.stderr_stream && is_rank_error(text)) {
       failure_.message_rank = std::regex_search(text, m, rank_error) ? std::stoi(m[1].str()) : line.rank;
       failure_.message = text;
+      static const std::regex missing(R"(missing rank\(s\): ([0-9][0-9,]*))");
+      if (std::regex_search(text, m, missing)) {
+        const std::string list = m[1].str();
+        for (size_t i = 0; i < list.size();) {
+          size_t j = list.find(',', i);
+          if (j == std::string::npos) j = list.size();
+          if (j > i) failure_.missing.push_back(std::stoi(list.substr(i, j - i)));
+          i = j + 1;
+        }
+      }
     }
     if (failure_.rank < 0 && std::regex_search(text, m, aborted)) {
       failure_.rank = std::stoi(m[1].str());

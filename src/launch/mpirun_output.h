@@ -6,14 +6,15 @@
 //   mpirun noticed that process rank 1 with PID 4242 on node n2 exited on signal 9 (Killed).
 //   ... The first process to do so was:  Process name: [[40209,1],3]  Exit code: 2
 //   MPI_ABORT was invoked on rank 3 in communicator MPI_COMM_WORLD with errorcode 2.
-// and a failing moe4d rank prints "moe4d: error (rank N): ..." (a collective deadline among them)
-// on its stderr. MpirunOutputParser collects the first of each, so that the launcher can say which
+// and a failing moe4d rank prints "moe4d: error (rank N): ..." or, when a collective deadline
+// fires, "collective timeout: ... missing rank(s): 1,3 (world)" on its stderr. MpirunOutputParser collects the first of each, so that the launcher can say which
 // rank failed and why. Pure (no I/O); not thread-safe.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace moe4d {
 
@@ -25,6 +26,9 @@ struct OutputLine {
 
 OutputLine parse_output_line(std::string_view line);
 
+// A rank's line that reports its failure: "moe4d: error ...", "collective timeout: ..." (or "deadline").
+bool is_rank_error(std::string_view text);
+
 // The step number of a trainer progress line ("step     5/20 | loss ..."), or -1.
 int progress_step(std::string_view text);
 
@@ -32,7 +36,8 @@ struct RankFailure {
   int rank = -1;               // the rank mpirun names; -1 if it named none
   std::string how;             // "exited on signal 9 (Killed)", "exited with code 2", "called MPI_Abort (code 2)"
   int message_rank = -1;       // the rank whose own error line is `message`
-  std::string message;         // "moe4d: error (rank 3): collective all_reduce ... deadline ..."
+  std::string message;         // "collective timeout: all_reduce on group dp[...] ...; missing rank(s): 1 (world)"
+  std::vector<int> missing;    // the ranks a deadline message names as missing
 };
 
 class MpirunOutputParser {

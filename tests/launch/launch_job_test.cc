@@ -85,13 +85,15 @@ class LaunchJob : public ::testing::Test {
   }
 
   // The tiny MoE on a layout; checkpoints every 4 steps into DIR/<name>/ckpt.
-  static std::string write_config(const std::string& name, int dp, int ep, int tp, int steps, int micro_batch_num = 1) {
+  static std::string write_config(const std::string& name, int dp, int ep, int tp, int steps, int micro_batch_num = 1,
+                                  double collective_timeout = 0) {
     Config c = tiny_training_config(dir_->file("data.bin"));
     c.parallel.data_parallel = dp;
     c.parallel.expert_parallel = ep;
     c.parallel.tensor_parallel = tp;
     c.parallel.micro_batch_num = micro_batch_num;
     c.train.steps = steps;
+    if (collective_timeout > 0) c.parallel.collective_timeout = collective_timeout;
     fs::create_directories(dir_->file(name));
     c.checkpoint.dir = dir_->file(name + "/ckpt");
     c.checkpoint.interval = 4;
@@ -100,6 +102,7 @@ class LaunchJob : public ::testing::Test {
     return path;
   }
 
+ public:  // also used by run_with_fault below
   static std::string launch(const std::string& flags, const std::string& config, const std::string& train_flags = "") {
     return fmt::format("{} launch --hostfile {} --mpi-arg '{}' {} -- train {} {}", kBin, dir_->file("hosts"), kMpiArgs,
                        flags, config, train_flags);
@@ -122,6 +125,7 @@ class LaunchJob : public ::testing::Test {
   static std::string two_node_output_;
 };
 TempDir* LaunchJob::dir_ = nullptr;
+
 std::string LaunchJob::two_node_output_;
 
 TEST_F(LaunchJob, DryRunPrintsTheMpirunCommandAndPlacementAndStartsNothing) {
@@ -286,55 +290,92 @@ pid_t find_rank(int rank, const std::string& marker) {
   return -1;
 }
 
-TEST_F(LaunchJob, RestartAfterKillNineReproducesTheUninterruptedRunBitForBit) {
-  const std::vector<double> want = losses_of(two_node_run());
-  const std::string cfg = write_config("restart", 2, 2, 1, 16);
-  const std::string logs = dir_->file("restart/logs");
+struct FaultRun {
+  std::string output, launcher_log, metrics;
+  nlohmann::json summary;
+  double fault_at = -1;  // Unix time the signal was sent
+};
+
+// Launches the 16-step two-host job with --max-restarts 2, sends `sig` to world rank `rank` once
+// rank 0 has printed step 6, and waits for the launcher to finish on its own.
+FaultRun run_with_fault(const std::string& cfg, const std::string& logs, int rank, int sig) {
+  FaultRun run;
   Subprocess launcher = Subprocess::spawn(
-      {"/bin/sh", "-c", launch("--no-check --max-restarts 2 --log_dir " + logs, cfg) + " 2>&1"});
-  std::string out;
-  double killed_at = -1;
-  for (int i = 0; i < 6000 && killed_at < 0; ++i) {
-    if (launcher.stdout_fd() >= 0) launcher.read_available(launcher.stdout_fd(), &out);
-    if (out.find("step     6/16") != std::string::npos) {
-      const pid_t victim = find_rank(1, cfg);
-      ASSERT_GT(victim, 0) << "rank 1 of the job not found";
-      ASSERT_EQ(::kill(victim, SIGKILL), 0);
-      killed_at = unix_now();
+      {"/bin/sh", "-c", LaunchJob::launch("--no-check --max-restarts 2 --log_dir " + logs, cfg) + " 2>&1"});
+  pid_t victim = -1;
+  for (int i = 0; i < 6000 && victim < 0; ++i) {
+    if (launcher.stdout_fd() >= 0) launcher.read_available(launcher.stdout_fd(), &run.output);
+    if (run.output.find("step     6/16") != std::string::npos) {
+      victim = find_rank(rank, cfg);
+      EXPECT_GT(victim, 0) << "rank " << rank << " of the job not found";
+      if (victim <= 0) return run;
+      EXPECT_EQ(::kill(victim, sig), 0);
+      run.fault_at = unix_now();
     }
     if (launcher.poll_exit(nullptr)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  ASSERT_GT(killed_at, 0) << out;
   int status = 0;
   while (!launcher.poll_exit(&status) || launcher.stdout_fd() >= 0 || launcher.stderr_fd() >= 0) {
-    if (launcher.stdout_fd() >= 0) launcher.read_available(launcher.stdout_fd(), &out);
-    if (launcher.stderr_fd() >= 0) launcher.read_available(launcher.stderr_fd(), &out);
+    if (launcher.stdout_fd() >= 0) launcher.read_available(launcher.stdout_fd(), &run.output);
+    if (launcher.stderr_fd() >= 0) launcher.read_available(launcher.stderr_fd(), &run.output);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
-  const std::string launcher_log = read_text(logs + "/launcher.log");
-  EXPECT_NE(launcher_log.find("attempt 1 failed (exit 137; last step seen on rank 0: "), std::string::npos)
-      << launcher_log;
-  EXPECT_NE(launcher_log.find("rank 1 on host 127.0.0.2 (local rank 1) exited on signal 9 (Killed)"),
+  if (victim > 0 && ::kill(victim, 0) == 0) ::kill(victim, SIGKILL);  // never leave a stopped rank behind
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << run.output;
+  run.launcher_log = read_text(logs + "/launcher.log");
+  const std::string summary = read_text(logs + "/launch_summary.json");
+  if (!summary.empty()) run.summary = nlohmann::json::parse(summary);
+  return run;
+}
+
+// Restart timings of a fault run as the JSON the test prints (seconds).
+nlohmann::json restart_timing(const FaultRun& run) {
+  const auto& attempts = run.summary["attempts"];
+  return {{"fault_to_failure_noticed_s", attempts[0]["failure_unix"].get<double>() - run.fault_at},
+          {"fault_to_first_step_of_restart_s", attempts[1]["first_step_unix"].get<double>() - run.fault_at},
+          {"failure_noticed_to_first_step_s", run.summary["failure_to_first_step_s"][0]},
+          {"resumed_at_step", attempts[1]["first_step"]}};
+}
+
+TEST_F(LaunchJob, RestartAfterKillNineReproducesTheUninterruptedRunBitForBit) {
+  const std::vector<double> want = losses_of(two_node_run());
+  const std::string cfg = write_config("restart", 2, 2, 1, 16);
+  const FaultRun run = run_with_fault(cfg, dir_->file("restart/logs"), 1, SIGKILL);
+  ASSERT_GT(run.fault_at, 0) << run.output;
+  EXPECT_NE(run.launcher_log.find("attempt 1 failed (exit 137; last step seen on rank 0: "), std::string::npos)
+      << run.launcher_log;
+  EXPECT_NE(run.launcher_log.find("rank 1 on host 127.0.0.2 (local rank 1) exited on signal 9 (Killed)"),
             std::string::npos)
-      << launcher_log;
-  EXPECT_NE(launcher_log.find("train " + cfg + " --resume"), std::string::npos);
-  EXPECT_NE(launcher_log.find("attempt 2 finished"), std::string::npos);
+      << run.launcher_log;
+  EXPECT_NE(run.launcher_log.find("train " + cfg + " --resume"), std::string::npos);
+  EXPECT_NE(run.launcher_log.find("attempt 2 finished"), std::string::npos);
   const std::vector<double> got = losses_of(dir_->file("restart/ckpt/metrics.jsonl"));
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[i]) << "step " << i + 1;  // bit-exact
+  ASSERT_EQ(run.summary["attempts"].size(), 2u) << run.summary.dump();
+  EXPECT_EQ(run.summary["attempts"][0]["failed_rank"], 1);
+  EXPECT_EQ(run.summary["attempts"][0]["failed_host"], "127.0.0.2");
+  std::printf("restart timing (kill -9): %s\n", restart_timing(run).dump().c_str());
+}
 
-  const auto summary = nlohmann::json::parse(read_text(logs + "/launch_summary.json"));
-  ASSERT_EQ(summary["attempts"].size(), 2u);
-  const auto& second = summary["attempts"][1];
-  const nlohmann::json measured = {
-      {"kill_to_failure_noticed_s", summary["attempts"][0]["failure_unix"].get<double>() - killed_at},
-      {"kill_to_first_step_of_restart_s", second["first_step_unix"].get<double>() - killed_at},
-      {"failure_noticed_to_first_step_s", summary["failure_to_first_step_s"][0]},
-      {"resumed_at_step", second["first_step"]}};
-  std::printf("restart timing: %s\n", measured.dump().c_str());
-  std::ofstream(dir_->file("restart_timing.json")) << measured.dump() << "\n";
+TEST_F(LaunchJob, RestartAfterACollectiveDeadlineNamesTheMissingRankAndHost) {
+  const std::vector<double> want = losses_of(two_node_run());
+  // A stopped process (SIGSTOP: a hung rank) never arrives; the others' deadline fires.
+  const std::string cfg = write_config("deadline", 2, 2, 1, 16, 1, /*collective_timeout=*/10);
+  const FaultRun run = run_with_fault(cfg, dir_->file("deadline/logs"), 3, SIGSTOP);
+  ASSERT_GT(run.fault_at, 0) << run.output;
+  EXPECT_NE(run.launcher_log.find("collective timeout: "), std::string::npos) << run.launcher_log;
+  EXPECT_NE(run.launcher_log.find("[missing: rank 3 on host 127.0.0.3 (local rank 1)]"), std::string::npos)
+      << run.launcher_log;
+  EXPECT_NE(run.launcher_log.find("attempt 2 finished"), std::string::npos);
+  ASSERT_EQ(run.summary["attempts"].size(), 2u) << run.summary.dump();
+  EXPECT_EQ(run.summary["attempts"][0]["failed_rank"], 3);
+  EXPECT_EQ(run.summary["attempts"][0]["failed_host"], "127.0.0.3");
+  const std::vector<double> got = losses_of(dir_->file("deadline/ckpt/metrics.jsonl"));
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[i]) << "step " << i + 1;
+  std::printf("restart timing (deadline 10 s): %s\n", restart_timing(run).dump().c_str());
 }
 
 }  // namespace

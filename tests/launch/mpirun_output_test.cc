@@ -43,6 +43,22 @@ TEST(MpirunOutput, NonZeroExitBlockAndRankMessage) {
   EXPECT_NE(p.failure().message.find("deadline"), std::string::npos);
 }
 
+TEST(MpirunOutput, CollectiveTimeoutNamesTheMissingRanks) {
+  MpirunOutputParser p;
+  p.feed(parse_output_line("[1,0]<stderr>:collective timeout: all_reduce on group dp_ep[tp=0,pp=0] (world ranks "
+                           "0,1,2,3) waited 8.0 s; missing rank(s): 1,3 (world)"));
+  ASSERT_TRUE(p.failing());
+  EXPECT_EQ(p.failure().message_rank, 0);
+  EXPECT_EQ(p.failure().missing, (std::vector<int>{1, 3}));
+}
+
+TEST(MpirunOutput, InfoLinesMentioningADeadlineAreNoFailure) {
+  MpirunOutputParser p;
+  p.feed(parse_output_line("[1,0]<stderr>:[moe4d rank 0] info: checkpoint written: /runs/deadline/ckpt/step_4"));
+  p.feed(parse_output_line("[1,1]<stderr>:[moe4d rank 1] WARNING: collective deadline 10 s is short"));
+  EXPECT_FALSE(p.failing());
+}
+
 TEST(MpirunOutput, MpiAbort) {
   MpirunOutputParser p;
   p.feed(parse_output_line("MPI_ABORT was invoked on rank 3 in communicator MPI_COMM_WORLD"));
