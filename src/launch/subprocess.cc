@@ -68,19 +68,28 @@ Subprocess::Subprocess(Subprocess&& other) noexcept
 
 Subprocess& Subprocess::operator=(Subprocess&& other) noexcept {
   if (this != &other) {
-    this->~Subprocess();
-    new (this) Subprocess(std::move(other));
+    reap();
+    close_fds();
+    pid_ = std::exchange(other.pid_, -1);
+    out_fd_ = std::exchange(other.out_fd_, -1);
+    err_fd_ = std::exchange(other.err_fd_, -1);
+    exited_ = other.exited_;
+    status_ = other.status_;
   }
   return *this;
 }
 
 Subprocess::~Subprocess() {
+  reap();
+  close_fds();
+}
+
+void Subprocess::reap() {
   if (pid_ > 0 && !exited_) {
     signal_group(SIGKILL);
-    int status;
-    ::waitpid(pid_, &status, 0);
+    ::waitpid(pid_, &status_, 0);
+    exited_ = true;
   }
-  close_fds();
 }
 
 void Subprocess::close_fds() {

@@ -42,6 +42,7 @@ class Subprocess {
 
  private:
   Subprocess() = default;
+  void reap();  // kills a child that still runs and waits for it
   void close_fds();
 
   pid_t pid_ = -1;
