@@ -172,7 +172,7 @@ class Attempt {
         std::vector<std::string> where;
         for (int r : f.missing) where.push_back(rank_phrase(r));
         text += fmt::format(" [missing: {}]", fmt::join(where, ", "));
-        if (record_.failed_rank < 0 || record_.failed_rank == f.message_rank) record_.failed_rank = f.missing.front();
+        record_.failed_rank = f.missing.front();  // the rank that aborted only reported it
       }
     }
     if (text.empty()) text = fmt::format("mpirun ended with {} without naming a rank", record_.exit);
