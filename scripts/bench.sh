@@ -4,7 +4,7 @@
 # machine: the benchmarks compare against this machine's own GEMM peak and raw MPI, measured in the
 # same run, but other work on the cores still shows up as noise.
 #
-# usage: scripts/bench.sh [name ...]   names: train comm scaling moe pipeline zero precision plan data
+# usage: scripts/bench.sh [name ...]   names: train comm scaling moe pipeline zero precision plan data launch
 #        (default: all; the planner's calibration is separate: bench/calibrate/calibrate.sh)
 set -euo pipefail
 
@@ -37,11 +37,12 @@ bench() {
     precision) run precision "$B/precision/precision_bench" 3 small ;;
     plan) run plan_search "$B/plan/plan_search_bench" ;;
     data) run shard_verify "$B/data/shard_verify_bench" --mib=512 ;;
-    *) echo "bench.sh: unknown benchmark '$1' (expected train comm scaling moe pipeline zero precision plan data)" >&2
+    launch) run launch "$ROOT/bench/launch/launch_bench.sh" "$ROOT/build" 3 ;;
+    *) echo "bench.sh: unknown benchmark '$1' (expected train comm scaling moe pipeline zero precision plan data launch)" >&2
        exit 2 ;;
   esac
 }
 
 names=("$@")
-[[ ${#names[@]} -gt 0 ]] || names=(train comm scaling moe pipeline zero precision plan data)
+[[ ${#names[@]} -gt 0 ]] || names=(train comm scaling moe pipeline zero precision plan data launch)
 for n in "${names[@]}"; do bench "$n"; done

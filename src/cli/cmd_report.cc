@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "report/rank_times.h"
 #include "report/run_report.h"
 
 namespace moe4d {
@@ -26,6 +27,9 @@ void add_report_command(CLI::App& app) {
   cmd->callback([flags] {
     const std::string metrics = resolve_metrics_path(flags->input);
     for (const std::string& path : write_run_report(metrics, flags->output)) fmt::print("{}\n", path);
+    // Which machine is slow (per-rank compute times, when the run recorded them).
+    const RankTimeSummary slow = summarize_rank_times(read_metrics_log(metrics));
+    if (slow.ranks > 1) fmt::print("{}\n", describe_rank_times(slow));
   });
 }
 

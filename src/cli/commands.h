@@ -19,5 +19,6 @@ CLI::App* add_ckpt_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 // Adds `export` and `import` to the `ckpt` subcommand (creating it if absent).
 void add_ckpt_hf_commands(CLI::App& app);
+void add_launch_command(CLI::App& app);
 
 }  // namespace moe4d

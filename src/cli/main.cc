@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   moe4d::add_ckpt_command(app);
   moe4d::add_ckpt_hf_commands(app);  // after add_ckpt_command: adds export/import to it
   moe4d::add_eval_command(app);
+  moe4d::add_launch_command(app);
   moe4d::add_version_command(app);
   try {
     app.parse(argc, argv);

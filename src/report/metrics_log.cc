@@ -74,6 +74,14 @@ void read_time(const Where& at, const json& time, StepMetrics& m) {
   m.step_s = at.number(time, "step_s", "time.step_s");
   m.compute_s = at.number(time, "compute_s", "time.compute_s");
   m.comm_exposed_s = at.number(time, "comm_exposed_s", "time.comm_exposed_s");
+  if (const json* ranks = at.array(time, "rank_compute_s", "time.rank_compute_s")) {
+    for (size_t r = 0; r < ranks->size(); ++r) {
+      const json& v = (*ranks)[r];
+      if (!v.is_number() && !v.is_null())
+        at.fail("\"time.rank_compute_s[{}]\" must be a number, got {}", r, type_name(v));
+      m.rank_compute_s.push_back(v.is_null() ? kNaN : v.get<double>());
+    }
+  }
   if (const json* comm = at.object(time, "comm", "time.comm")) {
     for (const auto& [group, stats] : comm->items()) {
       const std::string name = "time.comm." + group;
@@ -191,6 +199,12 @@ StepMetrics read_record(const Where& at, const std::string& text) {
   m.model_tflops_per_s = at.number(record, "model_tflops_per_s", "model_tflops_per_s");
   if (const json* time = at.object(record, "time", "time")) read_time(at, *time, m);
   if (const json* moe = at.object(record, "moe", "moe")) read_moe(at, *moe, m);
+  if (const json* hosts = at.array(record, "rank_hosts", "rank_hosts")) {
+    for (size_t r = 0; r < hosts->size(); ++r) {
+      if (!(*hosts)[r].is_string()) at.fail("\"rank_hosts[{}]\" must be a string, got {}", r, type_name((*hosts)[r]));
+      m.rank_hosts.push_back((*hosts)[r].get<std::string>());
+    }
+  }
   if (const json* pipeline = at.object(record, "pipeline", "pipeline")) read_pipeline_summary(at, *pipeline, m);
   if (const json* events = at.array(record, "pipeline_timeline", "pipeline_timeline")) read_pipeline(at, *events, m);
   return m;

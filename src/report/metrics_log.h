@@ -38,6 +38,11 @@ struct StepMetrics {
   // `time` breakdown; NaN when the record has none.
   double step_s, compute_s, comm_exposed_s;
   std::map<std::string, double> comm_exposed_by_group;  // "tp", "ep", "dp", "pp", "other", ...
+  // time.rank_compute_s: every rank's compute time (its step time less its exposed communication),
+  // indexed by world rank; empty when not recorded.
+  std::vector<double> rank_compute_s;
+  // rank_hosts: the host of every world rank (written with the first step of each run); empty when absent.
+  std::vector<std::string> rank_hosts;
   // `moe`; absent for dense models (has_moe false, empty loads).
   bool has_moe = false;
   double aux_loss, z_loss, dropped_fraction;

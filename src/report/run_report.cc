@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "report/rank_times.h"
 #include "report/run_pictures.h"
 
 namespace moe4d {
@@ -41,6 +42,7 @@ std::vector<std::pair<std::string, std::string>> render_run_report(const Metrics
   for (int layer : moe_layers(log)) add(fmt::format("expert_load_layer{}.svg", layer), expert_load_picture(log, layer));
   add("pipeline_timeline.svg", pipeline_timeline_picture(log));
   add("pipeline_bubble.svg", pipeline_bubble_picture(log));
+  add("rank_compute.svg", rank_compute_picture(log));
   return files;
 }
 

@@ -10,6 +10,7 @@
 //                             balanced) above the max/mean and min/mean ratios vs step
 //   pipeline_timeline.svg     the last recorded pipeline schedule (Gantt chart per stage)
 //   pipeline_bubble.svg       measured pipeline bubble vs the schedule's formula, per step
+//   rank_compute.svg          per rank and step: compute time / the step's median rank (report/rank_times.h)
 // Long runs are averaged over 2, 5, 10, 20, ... steps into at most ~150 bars / heatmap columns,
 // aligned to round step numbers, so that the files stay small and the labels read 100, 200, ...
 #pragma once

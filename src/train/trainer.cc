@@ -1,5 +1,7 @@
 #include "train/trainer.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <numeric>
@@ -85,6 +87,7 @@ Trainer::Trainer(const Config& config, ParallelContext& pc, TrainerOptions optio
   else if (!config.train.init_from.empty()) load_weights(config.train.init_from);
   log_memory_table();  // collective; rank 0 logs unless quiet
 
+  gather_rank_hosts();
   if (pc_.rank == 0 && !options_.evaluation_only) {  // evaluation writes no metrics file
     std::string path = options_.metrics_path;
     if (path.empty()) path = config.train.metrics_file;
@@ -94,6 +97,16 @@ Trainer::Trainer(const Config& config, ParallelContext& pc, TrainerOptions optio
 }
 
 Trainer::~Trainer() = default;
+
+// Host names of all ranks, for the slow-rank diagnosis (report/rank_times.h): fixed 64-byte slots.
+void Trainer::gather_rank_hosts() {
+  constexpr size_t kSlot = 64;
+  char mine[kSlot] = {0};
+  ::gethostname(mine, kSlot - 1);
+  std::vector<char> all(kSlot * size_t(pc_.world->size()));
+  pc_.world->all_gather(mine, all.data(), kSlot, DType::kU8);
+  for (int r = 0; r < pc_.world->size(); ++r) rank_hosts_.emplace_back(all.data() + kSlot * r);
+}
 
 // This rank's pipeline stage: one block of layers, or virtual_pipeline chunks when interleaved.
 std::vector<ChunkSpec> Trainer::my_chunks() const {
@@ -190,6 +203,15 @@ StepResult Trainer::train_step() {
   r.record["skipped_steps"] = guard_.skipped_steps();
   r.record["time"] = {{"step_s", r.seconds}, {"compute_s", r.seconds - exposed}, {"comm_exposed_s", exposed},
                       {"comm", comm}};
+  // Every rank's compute time (8 bytes per rank per step), so that a slow machine shows by name.
+  const double my_compute = r.seconds - exposed;
+  std::vector<double> rank_compute(pc_.world->size());
+  pc_.world->all_gather(&my_compute, rank_compute.data(), 1, DType::kF64);
+  r.record["time"]["rank_compute_s"] = rank_compute;
+  if (!rank_hosts_written_) {
+    r.record["rank_hosts"] = rank_hosts_;
+    rank_hosts_written_ = true;
+  }
   // Pipeline schedule, bubble and activation memory (collective over the pipeline group).
   executor_->add_step_metrics(r.record, step, config_.train.steps);
   r.record["memory"] = memory_record();

@@ -105,6 +105,7 @@ class Trainer {
   std::map<std::string, FullTensor> gather_parameters();
 
  private:
+  void gather_rank_hosts();  // collective
   void load_checkpoint(const std::string& path);
   // train.init_from: the weights and router biases of a checkpoint; step and optimizer stay fresh.
   void load_weights(const std::string& path);
@@ -146,6 +147,9 @@ class Trainer {
   std::unique_ptr<BlendedDataset> train_data_;  // data.train: one source or a weighted blend
   std::unique_ptr<TokenSource> valid_data_;
   MetricsWriter metrics_;
+  // Every world rank's host name (gathered once), written with the first step record of this run.
+  std::vector<std::string> rank_hosts_;
+  bool rank_hosts_written_ = false;
   std::unique_ptr<PrecisionGemm> gemm16_;  // null for fp32
   LossScaler loss_scaler_;
   NonfiniteGuard guard_;
