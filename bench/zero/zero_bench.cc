@@ -1,17 +1,23 @@
 // bench/zero/zero_bench.cc — memory per rank under zero_stage 0..3 next to the ZeRO formulas
-// (docs/zero.md), and the data-parallel bytes each stage moves. Prints one JSON document (rank 0).
+// (docs/zero.md) and the planner's prediction, and the data-parallel bytes each stage moves. Prints
+// one JSON document (rank 0).
 //
 // usage: mpirun -np N zero_bench [--config=configs/tiny.yaml] [--stages=0,1,2,3] [--steps=2]
-//                                [--seq=128] [--buckets=16] [--micro-batches=2]
-//   The model of --config trains data-parallel over the N ranks (data_parallel = N, one sequence of
-//   --seq tokens per micro-batch) on a synthetic token shard, once per ZeRO stage, --steps steps each.
-//   Per stage and rank: the bytes of parameters, gradients and AdamW state the trainer holds between
-//   steps (measured from its buffers) next to the formula with this layout's padding and next to the
-//   paper's formula in the rank's parameter count Psi (16 Psi, 8 Psi + 8 Psi/N, 4 Psi + 12 Psi/N,
-//   16 Psi/N); the peaks during the step (ZeRO-3: materialised layers; ZeRO-2/3: gradient buckets in
-//   progress, measured with mincore); the activation peak; and the process's resident set: the
-//   high-water mark is reset before each stage (/proc/self/clear_refs) and large allocations are
-//   mmap'ed (mallopt), so peak minus the baseline at the reset is that stage's own footprint.
+//                                [--seq=128] [--bucket-size=1000000 | --buckets=K] [--prefetch=2]
+//                                [--layers=L] [--micro-batches=2]
+//   The model of --config (with --layers layers if given) trains data-parallel over the N ranks
+//   (data_parallel = N, one sequence of --seq tokens per micro-batch) on a synthetic token shard,
+//   once per ZeRO stage, --steps steps each, with gradient buckets of --bucket-size elements
+//   (parallel_config.grad_bucket_size) or --buckets buckets per group (gradient_aggregation_group)
+//   and zero3_prefetch_buckets = --prefetch. Per stage and rank: the bytes of parameters, gradients
+//   and AdamW state the trainer holds between steps (measured from its buffers) next to the formula
+//   with this layout's padding and next to the paper's formula in the rank's parameter count Psi
+//   (16 Psi, 8 Psi + 8 Psi/N, 4 Psi + 12 Psi/N, 16 Psi/N); the peaks during the step (ZeRO-3:
+//   gathered buckets; ZeRO-2/3: gradient buckets in progress, measured with mincore) against that
+//   steady-state formula and against the planner's peak (plan/memory_model.h: state + ZeRO-3 gather
+//   + gradient bucket terms); the activation peak; and the process's resident set: the high-water
+//   mark is reset before each stage (/proc/self/clear_refs) and large allocations are mmap'ed
+//   (mallopt), so peak minus the baseline at the reset is that stage's own footprint.
 #include <malloc.h>
 #include <unistd.h>
 
@@ -29,6 +35,8 @@
 #include "comm/mpi_runtime.h"
 #include "config/config_loader.h"
 #include "core/error.h"
+#include "plan/memory_model.h"
+#include "plan/model_source.h"
 #include "train/trainer.h"
 
 namespace {
@@ -41,7 +49,10 @@ struct Args {
   std::vector<int> stages = {0, 1, 2, 3};
   int steps = 2;
   int seq = 128;
-  int buckets = 16;
+  int64_t bucket_size = 1000000;
+  int buckets = 0;
+  int prefetch = 2;
+  int layers = 0;
   int micro_batches = 2;
 };
 
@@ -65,6 +76,14 @@ Args parse(int argc, char** argv) {
       a.seq = std::max(8, std::atoi(v));
     } else if (const char* v = value("--buckets=")) {
       a.buckets = std::max(1, std::atoi(v));
+      a.bucket_size = 0;
+    } else if (const char* v = value("--bucket-size=")) {
+      a.bucket_size = std::max<int64_t>(1, std::atoll(v));
+      a.buckets = 0;
+    } else if (const char* v = value("--prefetch=")) {
+      a.prefetch = std::max(1, std::atoi(v));
+    } else if (const char* v = value("--layers=")) {
+      a.layers = std::max(1, std::atoi(v));
     } else if (const char* v = value("--micro-batches=")) {
       a.micro_batches = std::max(1, std::atoi(v));
     } else {
@@ -92,6 +111,18 @@ bool reset_peak_rss() {
   return bool(out);
 }
 
+// The planner's memory model for this run: one device of stage 0, fp32, no reserve.
+moe4d::MemoryBreakdown planned(const Config& config, int ranks) {
+  moe4d::Layout layout;
+  layout.dp = ranks;
+  layout.micro_batch_num = config.parallel.micro_batch_num;
+  layout.zero_stage = config.parallel.zero_stage;
+  moe4d::ClusterSpec cluster;
+  cluster.memory_reserve_fraction = 0;
+  const moe4d::TrainingSetup setup = moe4d::setup_from_config(config);
+  return moe4d::stage_memory(config.model, setup, layout, cluster, 0, moe4d::stage_params(config.model, layout, 0));
+}
+
 json measure(const Config& config, moe4d::ParallelContext& pc, int steps) {
   const bool reset = reset_peak_rss();
   const double baseline = status_bytes("VmRSS:");
@@ -114,6 +145,9 @@ json measure(const Config& config, moe4d::ParallelContext& pc, int steps) {
   pc.world->all_gather(mine, all.data(), 3, moe4d::DType::kF64);
 
   const int n = pc.dp_ep->size();
+  const moe4d::MemoryBreakdown plan = planned(config, n);
+  const double plan_held = plan.weights + plan.gradients + plan.optimizer;
+  const double plan_peak = plan_held + plan.zero3_gather + plan.grad_buckets;
   json ranks = json::array();
   for (int r = 0; r < pc.world->size(); ++r) {
     const json& m = memory["per_rank"][r];
@@ -147,6 +181,13 @@ json measure(const Config& config, moe4d::ParallelContext& pc, int steps) {
                        {"paper_model_state_bytes", paper[stage]},
                        {"padding_bytes", formula - paper[stage]}}},
                      {"measured_over_formula", held / formula},
+                     {"planner",
+                      {{"model_state_bytes", plan_held},
+                       {"zero3_gather_bytes", plan.zero3_gather},
+                       {"grad_buckets_bytes", plan.grad_buckets},
+                       {"model_state_peak_bytes", plan_peak}}},
+                     {"peak_over_formula", peak_state / formula},
+                     {"peak_over_planner_peak", peak_state / plan_peak},
                      {"rss",
                       {{"reset_worked", rss[2] != 0},
                        {"baseline_bytes", rss[0]},
@@ -155,6 +196,8 @@ json measure(const Config& config, moe4d::ParallelContext& pc, int steps) {
   }
   return {{"zero_stage", config.parallel.zero_stage},
           {"step_s", seconds},
+          {"grad_buckets_rank0", memory["grad_buckets"]},
+          {"grad_bucket_elements_rank0", memory["grad_bucket_elements"]},
           {"data_parallel_group", n},
           {"per_rank", ranks},
           {"payload_per_step_rank0", zero.back()}};
@@ -181,7 +224,10 @@ int main(int argc, char** argv) {
     base.parallel = moe4d::ParallelConfig{};
     base.parallel.data_parallel = ranks;
     base.parallel.micro_batch_num = args.micro_batches;
+    if (args.layers > 0) base.model.num_layers = args.layers;
     base.parallel.gradient_aggregation_group = args.buckets;
+    base.parallel.grad_bucket_size = args.bucket_size;
+    base.parallel.zero3_prefetch_buckets = args.prefetch;
     base.parallel.collective_timeout = 600;
     base.train.global_batch_size = int64_t(ranks) * args.micro_batches;  // one sequence per micro-batch
 
@@ -192,7 +238,10 @@ int main(int argc, char** argv) {
            {"ranks", ranks},
            {"seq_length", args.seq},
            {"micro_batches", args.micro_batches},
+           {"num_layers", base.model.num_layers},
            {"gradient_aggregation_group", args.buckets},
+           {"grad_bucket_size", args.bucket_size},
+           {"zero3_prefetch_buckets", args.prefetch},
            {"steps", args.steps},
            {"cores", sysconf(_SC_NPROCESSORS_ONLN)}};
     json stages = json::array();

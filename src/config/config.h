@@ -75,7 +75,11 @@ struct ParallelConfig {
   int tensor_parallel = 1;    // alias: model_parallel
   int pipeline_parallel = 1;  // alias: pipeline_stage
   int micro_batch_num = 1;    // micro-batches per data replica per step (gradient accumulation)
-  int gradient_aggregation_group = 4;  // number of gradient buckets of the data-parallel reduction
+  int gradient_aggregation_group = 0;  // >0: number of gradient buckets per parameter group (MindFormers)
+  // Elements per gradient bucket (0: max(40M, 1M x data-parallel group size), as Megatron-Core);
+  // YAML also takes bytes ("64MiB"). Used when gradient_aggregation_group is 0 (docs/zero.md).
+  int64_t grad_bucket_size = 0;
+  int zero3_prefetch_buckets = 2;  // ZeRO-3: buckets of the next layer gathered ahead of its use
   RecomputeGranularity recompute = RecomputeGranularity::kNone;  // `true` = full
   int zero_stage = 0;         // alias: enable_parallel_optimizer -> 1
   PipelineSchedule pipeline_schedule = PipelineSchedule::k1F1B;

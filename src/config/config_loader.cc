@@ -336,6 +336,49 @@ void resolve_defaults(ModelConfig& m) {
   }
 }
 
+// parallel_config.grad_bucket_size: an element count (40000000) or bytes of fp32 gradients with a
+// unit ("160MB", "64MiB", "1GiB"); stored as elements. Giving it together with the count
+// gradient_aggregation_group is refused: the two are different answers to one question.
+void read_bucket_size(ConfigReader& reader, Section& s, ParallelConfig& p) {
+  if (!s.has("grad_bucket_size")) return;
+  if (s.has("gradient_aggregation_group"))
+    reader.fail_at(s.line("grad_bucket_size"), s.child("grad_bucket_size"),
+                   fmt::format("given together with gradient_aggregation_group (line {}), expected only one of "
+                               "grad_bucket_size (bucket size), gradient_aggregation_group (bucket count)",
+                               s.line("gradient_aggregation_group")));
+  const YAML::Node& node = s.node("grad_bucket_size");
+  const std::string text = node.IsScalar() ? node.Scalar() : describe(node);
+  constexpr std::string_view kExpected =
+      "a positive element count or bytes with a unit (B, KB, MB, GB, KiB, MiB, GiB), e.g. 40000000 or 64MiB";
+  auto fail = [&] {
+    reader.fail_at(s.line("grad_bucket_size"), s.child("grad_bucket_size"),
+                   fmt::format("expected {}, got '{}'", kExpected, text));
+  };
+  if (!node.IsScalar()) fail();
+  if (auto elements = parse_integer<int64_t>(text)) {
+    p.grad_bucket_size = *elements;
+    if (*elements <= 0) fail();
+    return;
+  }
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  const int64_t number = digits > 0 ? parse_integer<int64_t>(text.substr(0, digits)).value_or(-1) : -1;
+  static const std::pair<const char*, int64_t> kUnits[] = {{"B", 1},           {"KB", 1000},       {"MB", 1000000},
+                                                           {"GB", 1000000000}, {"KiB", 1 << 10},   {"MiB", 1 << 20},
+                                                           {"GiB", int64_t(1) << 30}};
+  std::string unit = text.substr(digits);
+  while (!unit.empty() && unit.front() == ' ') unit.erase(unit.begin());
+  for (const auto& [name, scale] : kUnits) {
+    if (number < 0 || unit != name) continue;
+    if (number > INT64_MAX / scale) fail();
+    const int64_t bytes = number * scale;
+    if (bytes < int64_t(sizeof(float))) fail();
+    p.grad_bucket_size = bytes / int64_t(sizeof(float));
+    return;
+  }
+  fail();
+}
+
 void read_parallel(ConfigReader& reader, Section& s, ParallelConfig& p) {
   s.read("data_parallel", p.data_parallel);
   s.read("expert_parallel", p.expert_parallel);
@@ -343,6 +386,8 @@ void read_parallel(ConfigReader& reader, Section& s, ParallelConfig& p) {
   s.read_aliased("pipeline_parallel", "pipeline_stage", p.pipeline_parallel);
   s.read("micro_batch_num", p.micro_batch_num);
   s.read("gradient_aggregation_group", p.gradient_aggregation_group);
+  read_bucket_size(reader, s, p);
+  s.read("zero3_prefetch_buckets", p.zero3_prefetch_buckets);
   if (s.has("recompute")) {
     if (s.node("recompute").IsMap()) {
       Section recompute = s.section("recompute", {"granularity"});
@@ -497,7 +542,14 @@ void validate(const Config& c, const ConfigReader& r) {
   positive("parallel_config.tensor_parallel", p.tensor_parallel);
   positive("parallel_config.pipeline_parallel", p.pipeline_parallel);
   positive("parallel_config.micro_batch_num", p.micro_batch_num);
-  positive("parallel_config.gradient_aggregation_group", p.gradient_aggregation_group);
+  r.require(p.gradient_aggregation_group >= 0, "parallel_config.gradient_aggregation_group",
+            "a positive bucket count (or 0: buckets by grad_bucket_size)", str(p.gradient_aggregation_group));
+  r.require(p.grad_bucket_size >= 0, "parallel_config.grad_bucket_size",
+            "a positive element count (or 0: the default)", str(p.grad_bucket_size));
+  r.require(p.gradient_aggregation_group == 0 || p.grad_bucket_size == 0, "parallel_config.grad_bucket_size",
+            "only one of grad_bucket_size, gradient_aggregation_group",
+            fmt::format("{} with gradient_aggregation_group {}", p.grad_bucket_size, p.gradient_aggregation_group));
+  positive("parallel_config.zero3_prefetch_buckets", p.zero3_prefetch_buckets);
   r.require(p.zero_stage >= 0 && p.zero_stage <= 3, "parallel_config.zero_stage", "one of 0, 1, 2, 3",
             str(p.zero_stage));
   positive("parallel_config.virtual_pipeline", p.virtual_pipeline);
@@ -603,7 +655,7 @@ Config parse_config(const std::string& yaml_text, const std::string& source_name
   Section parallel = top.section(
       "parallel_config",
       {"data_parallel", "expert_parallel", "tensor_parallel", "pipeline_parallel", "micro_batch_num",
-       "gradient_aggregation_group", "recompute", "zero_stage", "pipeline_schedule", "virtual_pipeline",
+       "gradient_aggregation_group", "grad_bucket_size", "zero3_prefetch_buckets", "recompute", "zero_stage", "pipeline_schedule", "virtual_pipeline",
        "stage_layers", "rank_order", "device_list", "local_worker_num", "collective_timeout", "overlap_grad_reduce",
        "model_parallel", "pipeline_stage", "enable_parallel_optimizer"});
   read_parallel(reader, parallel, config.parallel);
@@ -665,7 +717,11 @@ std::string config_to_yaml(const Config& c) {
   out << YAML::Key << "parallel_config" << YAML::Value << YAML::BeginMap;
   put("data_parallel", p.data_parallel)("expert_parallel", p.expert_parallel);
   put("tensor_parallel", p.tensor_parallel)("pipeline_parallel", p.pipeline_parallel);
-  put("micro_batch_num", p.micro_batch_num)("gradient_aggregation_group", p.gradient_aggregation_group);
+  put("micro_batch_num", p.micro_batch_num);
+  // Only the bucketing that was chosen: the two keys are refused together.
+  if (p.gradient_aggregation_group > 0) put("gradient_aggregation_group", p.gradient_aggregation_group);
+  if (p.grad_bucket_size > 0) put("grad_bucket_size", p.grad_bucket_size);
+  put("zero3_prefetch_buckets", p.zero3_prefetch_buckets);
   out << YAML::Key << "recompute" << YAML::Value;
   if (p.recompute == RecomputeGranularity::kSelective)
     out << YAML::Flow << YAML::BeginMap << YAML::Key << "granularity" << YAML::Value << "selective" << YAML::EndMap;

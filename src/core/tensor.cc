@@ -69,10 +69,18 @@ std::string Shape::str() const {
   return s + "]";
 }
 
+namespace {
+constexpr size_t kPageAlignFrom = 64 * 1024;
+}  // namespace
+
 Buffer::Buffer(size_t bytes) : bytes_(bytes) {
   if (bytes == 0) return;
-  size_t rounded = (bytes + 63) / 64 * 64;
-  data_ = std::aligned_alloc(64, rounded);
+  // Large buffers start on a 4 KiB page: ZeRO returns the pages of released ranges of the flat
+  // parameter / gradient buffers (train/zero_memory.h), and bucket boundaries at page multiples then
+  // share no page with their neighbours.
+  const size_t alignment = bytes >= kPageAlignFrom ? 4096 : 64;
+  size_t rounded = (bytes + alignment - 1) / alignment * alignment;
+  data_ = std::aligned_alloc(alignment, rounded);
   if (!data_) throw std::bad_alloc();
   std::memset(data_, 0, rounded);
 }

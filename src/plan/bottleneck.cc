@@ -71,7 +71,7 @@ std::string communication_sentence(const PlanContext& ctx, const Evaluation& e) 
     case 2:
       return head +
              fmt::format("mostly the exposed gradient reduction ({}) over {} data replicas{}; raise micro_batch_num or "
-                         "gradient_aggregation_group so backward hides it",
+                         "use smaller gradient buckets (grad_bucket_size) so backward hides it",
                          part_share, e.layout.data_replicas(),
                          p.data.crosses_nodes() ? fmt::format(" on {} nodes", p.data.nodes) : "");
     case 3:

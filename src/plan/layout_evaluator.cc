@@ -173,6 +173,9 @@ TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place) {
     // Data-parallel traffic of this stage's parameters.
     const double dense_params = sp.dense;
     const double expert_params = sp.experts;
+    // Buckets of this stage's groups as the runtime cuts them (by count or by size).
+    const int buckets = std::max(1, std::max(setup.bucket_count(dense_params, l.dp * l.ep),
+                                             setup.bucket_count(expert_params, l.dp)));
     auto over_groups = [&](Collective coll, double bytes_per_param) {
       return collective_seconds(c, coll, place.data, dense_params * bytes_per_param) +
              collective_seconds(c, coll, place.dp, expert_params * bytes_per_param);
@@ -187,7 +190,7 @@ TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place) {
     } else if (z == 2) {
       // Gradients are sharded, so each micro-batch's are reduce-scattered during its backward.
       const double rs = over_groups(Collective::kReduceScatter, grad_bytes);
-      st.zero = exposed_buckets(rs, st.backward, setup.grad_buckets, setup.overlap_grad_reduce);
+      st.zero = exposed_buckets(rs, st.backward, buckets, setup.overlap_grad_reduce);
       st.zero_total = rs;
       stage_ag = over_groups(Collective::kAllGather, 4);
     } else {
@@ -202,7 +205,7 @@ TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place) {
     }
     // The last backward of stage s ends about s backward slots before stage 0's.
     const double slack = s * st.backward;
-    dp_exposed = std::max(dp_exposed, exposed_buckets(stage_dp, st.backward + slack, setup.grad_buckets,
+    dp_exposed = std::max(dp_exposed, exposed_buckets(stage_dp, st.backward + slack, buckets,
                                                       setup.overlap_grad_reduce));
     out.dp_comm_total = std::max(out.dp_comm_total, stage_dp);
     zero_after_step = std::max(zero_after_step, stage_ag);

@@ -3,8 +3,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "config/config_loader.h"
 #include "core/error.h"
+#include "plan/param_count.h"
 
 namespace moe4d {
 namespace {
@@ -50,6 +53,8 @@ std::string export_moe4d_config(const PlanContext& ctx, const Layout& layout, co
   config.train.grad_compression = ctx.setup.grad_compression;
   config.parallel = layout_to_parallel_config(layout, config.parallel);
   config.parallel.gradient_aggregation_group = ctx.setup.grad_buckets;
+  config.parallel.grad_bucket_size = ctx.setup.grad_buckets > 0 ? 0 : ctx.setup.grad_bucket_size;
+  config.parallel.zero3_prefetch_buckets = ctx.setup.zero3_prefetch_buckets;
   config.parallel.overlap_grad_reduce = ctx.setup.overlap_grad_reduce;
   config.parallel.local_worker_num = ctx.cluster.devices_per_node;
   return header + config_to_yaml(config);
@@ -83,7 +88,14 @@ std::string export_mindformers(const PlanContext& ctx, const Layout& l) {
   out += fmt::format("  expert_parallel: {}\n", l.ep);
   out += fmt::format("  micro_batch_num: {}\n", l.micro_batch_num);
   out += "  vocab_emb_dp: False\n";
-  out += fmt::format("  gradient_aggregation_group: {}\n", ctx.setup.grad_buckets);
+  // MindFormers counts buckets; size-based bucketing has no MindFormers key, so the count it gives here.
+  {
+    const int dense_ranks = l.dp * l.ep;
+    const StageParams sp = stage_params(ctx.model, l, 0);
+    const int count = ctx.setup.grad_buckets > 0 ? ctx.setup.grad_buckets
+                                                 : std::max(1, ctx.setup.bucket_count(sp.dense, dense_ranks));
+    out += fmt::format("  gradient_aggregation_group: {}\n", count);
+  }
   out += "micro_batch_interleave_num: 1\n";
   out += fmt::format("runner_config:\n  batch_size: {}\n", l.micro_batch_size);
   if (l.schedule == PipelineSchedule::kInterleaved)

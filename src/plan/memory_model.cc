@@ -89,7 +89,25 @@ MemoryBreakdown stage_memory(const ModelConfig& m, const TrainingSetup& setup, c
   mem.weights16 = setup.mixed() ? 2 * sharded(z >= 3) : 0;
   mem.gradients = 4 * sharded(z >= 2);
   mem.optimizer = 8 * sharded(z >= 1);
-  if (z >= 3) mem.zero3_gather = 2 * params.largest_layer * setup.compute_bytes();
+  // Buckets as the runtime cuts them (train/zero_layout.h), and the largest unit whose gradients
+  // one backward step writes before ZeRO sees them: a layer, or the embedding table / head.
+  const double bucket = std::max(setup.bucket_elements(params.dense, int(dense_group)),
+                                 setup.bucket_elements(params.experts, int(expert_group)));
+  const double table = (params.has_embedding || params.has_head) ? double(m.vocab_size) * m.hidden_size / layout.tp : 0;
+  const double unit = std::max(params.largest_layer, table);
+  const double local_params = params.dense + params.experts;
+  if (z >= 3) {
+    // The running layer's buckets (the layer plus the buckets it shares with its neighbours) and
+    // zero3_prefetch_buckets gathered ahead, never more than the whole stage.
+    mem.zero3_gather =
+        std::min(local_params, unit + 2 * bucket + setup.zero3_prefetch_buckets * bucket) * setup.compute_bytes();
+  }
+  if (z >= 2) {
+    // fp32 gradients of the unit just run plus the part of one bucket per group waiting for its
+    // other layers, and the GradSync::kMaxInFlight = 2 staged reduce-scatters of a bucket each.
+    const double open = std::min(local_params, unit + 2 * bucket);
+    mem.grad_buckets = 4 * open + 2 * bucket * setup.grad_reduce_bytes();
+  }
 
   const LayerActivations dense = layer_activations(m, setup, layout, false);
   const LayerActivations moe = m.is_moe() ? layer_activations(m, setup, layout, true) : LayerActivations{};
@@ -118,15 +136,8 @@ MemoryBreakdown stage_memory(const ModelConfig& m, const TrainingSetup& setup, c
   if (layout.pp > 1) mem.comm_buffers += 2 * tokens * m.hidden_size * a;
   if (layout.ep > 1 && params.moe_layers > 0)
     mem.comm_buffers += 2 * device_routed_rows(m, setup, layout, tokens) * m.hidden_size * a;
-  const int buckets = std::max(1, setup.grad_buckets);
-  const double local_params = params.dense + params.experts;
-  if (z == 2) {
-    mem.comm_buffers += 2 * 4 * local_params / buckets;
-  } else if (z == 3) {
-    mem.comm_buffers += 2 * 4 * params.largest_layer;
-  } else if (setup.grad_compression != GradCompression::kNone) {
-    mem.comm_buffers += setup.grad_reduce_bytes() * local_params / buckets;
-  }
+  // ZeRO 0/1 compressed: the kMaxInFlight 16-bit staging buckets of the all-reduce.
+  if (z < 2 && setup.grad_compression != GradCompression::kNone) mem.comm_buffers += 2 * bucket * setup.grad_reduce_bytes();
   mem.reserve = cluster.memory_reserve_fraction * cluster.device.memory_bytes;
   return mem;
 }

@@ -5,7 +5,11 @@
 //  * weights: fp32 master parameters (ZeRO-3: / data-parallel group), plus a 16-bit compute copy
 //    under bf16/fp16 (ZeRO-3: sharded too); gradients fp32 (ZeRO >= 2: sharded); AdamW m and v fp32
 //    (ZeRO >= 1: sharded). The data-parallel group is dp * ep for dense parameters, dp for experts.
-//  * ZeRO-3 gather buffers: one gathered and one prefetched layer of compute-precision weights.
+//  * ZeRO-3 gather buffers (compute precision): the buckets of the running layer (its parameters
+//    plus up to two buckets shared with its neighbours) plus zero3_prefetch_buckets gathered ahead.
+//  * ZeRO-2/3 gradient buckets: the fp32 gradients of the largest unit (a layer, or the embedding
+//    table / head) plus two partly complete buckets, not yet reduce-scattered, and two staged
+//    buckets in flight (wire precision). Buckets: TrainingSetup::bucket_elements.
 //  * activations saved for backward, per layer and micro-batch (no recompute): layer input [T,d],
 //    norm rstd [T] (fp32) + normed [T,d], qkv [T,3d/t], softmax probs [b,h/t,S,S], attention output
 //    [T,d/t], residual [T,d], second rstd + normed [T,d]; dense FFN W1, W3 outputs and the gated
@@ -17,9 +21,10 @@
 //    Times the micro-batches in flight of the schedule (plan/schedule_model.h).
 //  * workspace: the backward of one layer materialises gradients as large as that layer's full
 //    activations; full recompute adds the rematerialised layer, selective its probs and gated.
-//  * communication buffers: PP send + receive [T,d]; EP dispatch/combine staging 2 [R,d]; ZeRO-2
-//    two gradient buckets in flight, ZeRO-3 two layers of fp32 gradients being reduce-scattered;
-//    a 16-bit staging bucket when gradients are compressed.
+//  * communication buffers: PP send + receive [T,d]; EP dispatch/combine staging 2 [R,d]; ZeRO 0/1
+//    with compressed gradients two 16-bit staging buckets.
+//  The sum is the peak of a step (what the fit decision compares with the device), not the state
+//  held between steps.
 //  * reserve: ClusterSpec::memory_reserve_fraction of the device.
 // Pure functions; a layout's peak is the maximum over its pipeline stages (LayoutEvaluator::memory).
 #pragma once
@@ -37,7 +42,8 @@ struct MemoryBreakdown {
   double weights16 = 0;     // 16-bit compute copy
   double gradients = 0;
   double optimizer = 0;     // AdamW m, v
-  double zero3_gather = 0;
+  double zero3_gather = 0;  // ZeRO-3: the running layer's buckets + the prefetched ones
+  double grad_buckets = 0;  // ZeRO-2/3: full gradients not yet reduce-scattered + staged buckets
   double activations = 0;   // saved for backward, all micro-batches in flight
   double workspace = 0;
   double comm_buffers = 0;
@@ -46,8 +52,8 @@ struct MemoryBreakdown {
 
   double state() const { return weights + weights16 + gradients + optimizer; }
   double total() const {
-    return weights + weights16 + gradients + optimizer + zero3_gather + activations + workspace + comm_buffers +
-           reserve;
+    return weights + weights16 + gradients + optimizer + zero3_gather + grad_buckets + activations + workspace +
+           comm_buffers + reserve;
   }
 };
 

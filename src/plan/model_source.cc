@@ -18,6 +18,8 @@ TrainingSetup setup_from_config(const Config& config) {
   s.precision = config.train.precision;
   s.grad_compression = config.train.grad_compression;
   s.grad_buckets = config.parallel.gradient_aggregation_group;
+  s.grad_bucket_size = config.parallel.grad_bucket_size;
+  s.zero3_prefetch_buckets = config.parallel.zero3_prefetch_buckets;
   s.overlap_grad_reduce = config.parallel.overlap_grad_reduce;
   return s;
 }

@@ -65,6 +65,7 @@ nlohmann::json evaluation_json(const PlanContext& ctx, const Evaluation& e) {
         {"gradients_bytes", m.gradients},
         {"optimizer_bytes", m.optimizer},
         {"zero3_gather_bytes", m.zero3_gather},
+        {"grad_buckets_bytes", m.grad_buckets},
         {"activations_bytes", m.activations},
         {"workspace_bytes", m.workspace},
         {"comm_buffers_bytes", m.comm_buffers},

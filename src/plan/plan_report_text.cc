@@ -117,7 +117,10 @@ std::string format_explain(const PlanContext& ctx, const Evaluation& e) {
   if (ctx.setup.mixed()) mem_row(fmt::format("weights {}", w16), m.weights16, l.zero_stage >= 3 ? "sharded (ZeRO-3)" : "");
   mem_row("gradients fp32", m.gradients, l.zero_stage >= 2 ? "sharded (ZeRO-2+)" : "");
   mem_row("optimizer (AdamW m, v)", m.optimizer, l.zero_stage >= 1 ? "sharded (ZeRO-1+)" : "");
-  if (m.zero3_gather > 0) mem_row("ZeRO-3 gathered layers", m.zero3_gather, "one gathered + one prefetched");
+  if (m.zero3_gather > 0)
+    mem_row("ZeRO-3 gathered buckets", m.zero3_gather,
+            fmt::format("running layer + {} prefetched bucket(s)", ctx.setup.zero3_prefetch_buckets));
+  if (m.grad_buckets > 0) mem_row("ZeRO gradient buckets", m.grad_buckets, "unreduced layer + open and staged buckets");
   mem_row("activations", m.activations,
           fmt::format("recompute {}, {:g} micro-batch(es) in flight ({})", recompute_name(l.recompute),
                       in_flight_micro_batches(l.schedule, l.pp, l.micro_batch_num, l.virtual_stages, m.stage),

@@ -1,6 +1,8 @@
 // plan/training_setup.h — the training run a layout is planned for (what does not depend on the layout).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "config/config.h"
@@ -12,7 +14,9 @@ struct TrainingSetup {
   int seq_length = 0;
   Precision precision = Precision::kBF16;
   GradCompression grad_compression = GradCompression::kNone;  // dtype of the data-parallel gradient reduction
-  int grad_buckets = 4;              // parallel_config.gradient_aggregation_group
+  int grad_buckets = 0;              // parallel_config.gradient_aggregation_group (> 0: bucket count)
+  int64_t grad_bucket_size = 0;      // parallel_config.grad_bucket_size (elements; 0: the default)
+  int zero3_prefetch_buckets = 2;    // parallel_config.zero3_prefetch_buckets
   bool overlap_grad_reduce = true;   // bucket reductions run behind the backward pass
   // Routed rows of the busiest expert-parallel device over the balanced T k (>= 1; 1 = balanced
   // routing). Routing is data-dependent — a fresh router sends 1.3-1.6x the balanced rows to its
@@ -21,6 +25,21 @@ struct TrainingSetup {
   // device's expert GEMMs, expert activations and all-to-all traffic scale by it; every layer waits
   // for that device at its all-to-all.
   double expert_imbalance = 1.0;
+
+  // Elements per gradient bucket of a parameter group of `elements` per device replicated over
+  // `ranks` devices, as the runtime cuts it (train/zero_layout.h): elements / count, else
+  // grad_bucket_size or max(40M, 1M x ranks); never more than the group.
+  double bucket_elements(double elements, int ranks) const {
+    double b = grad_buckets > 0 ? elements / grad_buckets
+                                : grad_bucket_size > 0 ? double(grad_bucket_size)
+                                                       : std::max(40e6, 1e6 * ranks);
+    return std::min(b, elements);
+  }
+  // Buckets of such a group.
+  int bucket_count(double elements, int ranks) const {
+    const double b = bucket_elements(elements, ranks);
+    return b > 0 ? static_cast<int>(std::ceil(elements / b)) : 0;
+  }
 
   bool mixed() const { return precision != Precision::kFP32; }
   // Bytes of one activation / compute-weight element.

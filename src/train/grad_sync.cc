@@ -169,6 +169,9 @@ void GradSync::launch(int index) {
       while (staged() >= kMaxInFlight) complete_oldest();
       const int s = acquire_staging(z.numel() * dtype_size(wire));
       to_wire(flat, z.numel(), z.numel(), wire, staging_[s].data());
+      size_t staged_bytes = 0;
+      for (const Buffer& buffer : staging_) staged_bytes += buffer.bytes();
+      peak_transient_ = std::max(peak_transient_, staged_bytes);
       in_flight_.push_back({index, s, all_reduce_of(z.group).all_reduce_async(staging_[s].data(), z.numel(), wire)});
     }
     payload_bytes_ += int64_t(z.numel() * dtype_size(wire));

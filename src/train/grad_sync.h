@@ -91,8 +91,9 @@ class GradSync {
 
   // Bytes of gradients held between steps: the full flat buffers (ZeRO 0/1) or the shards (2/3).
   size_t held_bytes() const;
-  // ZeRO-2/3, since construction: most bytes of the flat gradient buffers resident at once (mincore,
-  // measured when a bucket is released) plus the staging buffers; 0 for ZeRO 0/1.
+  // Since construction, beyond held_bytes(): ZeRO-2/3 the most bytes of the flat gradient buffers
+  // resident at once (mincore, measured when a bucket is released) plus the staging buffers (at most
+  // kMaxInFlight, each of the largest bucket); ZeRO 0/1 the 16-bit staging buffers (compression).
   size_t peak_transient_bytes() const { return peak_transient_; }
   // Gradient bytes handed to data-parallel collectives since construction (send buffers: an
   // all-reduce of n fp32 values counts 4n, a reduce-scatter its whole input).

@@ -83,6 +83,7 @@ class Trainer {
   // The JSONL metrics file (rank 0; empty elsewhere).
   const std::string& metrics_path() const { return metrics_.path(); }
   ParamStore& params() { return params_; }
+  const ZeroLayout& zero_layout() const { return *zero_layout_; }  // ZeRO buckets and slices (every stage)
   const LossScaler& loss_scaler() const { return loss_scaler_; }
   int64_t skipped_steps() const { return guard_.skipped_steps(); }
   // The 16-bit GEMM of train.precision bf16 / fp16 (which implementation it uses); null for fp32.

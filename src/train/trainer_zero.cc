@@ -33,9 +33,8 @@ void Trainer::setup_zero() {
   const std::vector<ChunkSpec> chunks = my_chunks();
   const int ranks[kNumParamGroups] = {pc_.dp_ep->size(), pc_.dp->size()};
   const int rank[kNumParamGroups] = {pc_.dp_ep->rank(), pc_.dp->rank()};
-  zero_layout_ = std::make_unique<ZeroLayout>(params_, chunks, config_.model.num_layers,
-                                              stage == 3 ? ZeroBucketing::kByLayer : ZeroBucketing::kBySize,
-                                              par.gradient_aggregation_group, ranks, rank);
+  zero_layout_ = std::make_unique<ZeroLayout>(params_, chunks, config_.model.num_layers, zero_bucketing(par, ranks),
+                                              ranks, rank);
   grad_sync_ = std::make_unique<GradSync>(
       params_, pc_, *zero_layout_,
       GradSyncOptions{.zero_stage = stage, .compression = config_.train.grad_compression,
@@ -49,7 +48,8 @@ void Trainer::setup_zero() {
     const bool has_head = std::any_of(chunks.begin(), chunks.end(), [](const ChunkSpec& c) { return c.has_head; });
     const bool head_uses_embedding =
         config_.model.tie_embeddings && has_head && table >= 0 && !params_.info(table).is_tied_copy;
-    zero_values_ = std::make_unique<ZeroParamGatherer>(params_, pc_, *zero_layout_, stage, head_uses_embedding);
+    zero_values_ = std::make_unique<ZeroParamGatherer>(params_, pc_, *zero_layout_, stage, head_uses_embedding,
+                                                       par.zero3_prefetch_buckets);
     zero_values_->shard_from_flat();
   }
   optimizer_ = make_optimizer(config_.train, stage, params_, pc_, *zero_layout_, *grad_sync_, zero_values_.get());
@@ -130,7 +130,27 @@ nlohmann::json Trainer::memory_record() {
                         {"formula", {{"params_bytes", m[7]}, {"grads_bytes", m[8]}, {"optimizer_bytes", m[9]}}},
                         {"local_params", m[10]}});
   }
-  return {{"zero_stage", config_.parallel.zero_stage}, {"per_rank", per_rank}};
+  // The largest rank's peak per category: what a card must hold during a step.
+  double most[6] = {0, 0, 0, 0, 0, 0};
+  for (int r = 0; r < pc_.world->size(); ++r) {
+    const double* m = all.data() + kFields * size_t(r);
+    const double peaks[6] = {m[1], m[3], m[4], m[5], m[1] + m[3] + m[4], m[1] + m[3] + m[4] + m[5]};
+    for (int i = 0; i < 6; ++i) most[i] = std::max(most[i], peaks[i]);
+  }
+  nlohmann::json bucket_elements = nlohmann::json::object();
+  for (ParamGroup g : {ParamGroup::kDense, ParamGroup::kExpert})
+    bucket_elements[g == ParamGroup::kDense ? "dense" : "expert"] = zero_layout_->bucket_elements(g);
+  return {{"zero_stage", config_.parallel.zero_stage},
+          {"peak_params_bytes", most[0]},
+          {"peak_grads_bytes", most[1]},
+          {"peak_optimizer_bytes", most[2]},
+          {"peak_activations_bytes", most[3]},
+          {"peak_model_state_bytes", most[4]},
+          {"peak_bytes", most[5]},
+          {"grad_bucket_elements", bucket_elements},
+          {"grad_buckets", zero_layout_->buckets().size()},
+          {"zero3_prefetch_buckets", config_.parallel.zero3_prefetch_buckets},
+          {"per_rank", per_rank}};
 }
 
 void Trainer::log_memory_table() {

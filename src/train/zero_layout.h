@@ -11,14 +11,20 @@
 // gradients are final.
 //
 // The group's data-parallel communicator is dp_ep for dense parameters (replicated over DP x EP) and
-// dp for experts (design.md §3). Bucketing:
-//   kBySize   `gradient_aggregation_group` buckets of about F / n elements (ZeRO 0-2), cut at
-//             parameter boundaries;
-//   kByLayer  one bucket per layer (ZeRO-3: the unit that is all-gathered before the layer runs).
-// Either way a bucket never spans two model chunks (a chunk's backward completes its buckets for
-// one micro-batch), and the token-embedding table (and its tied copy on the last pipeline stage) is a
-// bucket of its own, so that both copies have the same slices and tied gradients can be summed on
-// the shards.
+// dp for experts (design.md §3). Bucketing (the same for every ZeRO stage):
+//   by size   parallel_config.grad_bucket_size elements per bucket (default max(40M, 1M x group
+//             size), Megatron-Core's bucket_size);
+//   by count  gradient_aggregation_group buckets of about F / n elements (MindFormers).
+// Either way the cut points are the multiples of the bucket size in the flat buffer (rounded up to
+// whole pages of floats, so that releasing one bucket's range returns its pages without touching its
+// neighbours'), whether or not they fall inside a parameter: a parameter larger than a bucket is
+// split over several, and no bucket is larger than the setting. A parameter's slices may then lie in
+// several buckets; ShardPiece keeps them apart. Besides, a bucket never spans two model chunks (a
+// chunk's backward completes its buckets for one micro-batch), and the token-embedding table (and its
+// tied copy on the last pipeline stage) is cut into buckets of its own starting at the table, so that
+// both copies have the same buckets and slices and tied gradients can be summed on the shards.
+// ZeRO-3 gathers a layer as the buckets holding its parameters; a bucket that holds the end of one
+// layer and the start of the next serves both.
 //
 // Pure arithmetic, no MPI; immutable after construction, so thread-safe.
 #pragma once
@@ -26,12 +32,25 @@
 #include <cstddef>
 #include <vector>
 
+#include "config/config.h"
 #include "model/param_store.h"
 #include "model/transformer.h"
 
 namespace moe4d {
 
-enum class ZeroBucketing { kBySize, kByLayer };
+// How each group's flat buffer is cut into buckets.
+struct ZeroBucketing {
+  int count = 0;                              // > 0: about F / count elements per bucket
+  size_t elements[kNumParamGroups] = {0, 0};  // otherwise: elements per bucket of each group
+};
+
+// parallel_config.grad_bucket_size's default for a group of `ranks`: max(40M, 1M x ranks) elements
+// (Megatron-Core: larger groups need larger buckets for each rank's part to stay bandwidth-bound).
+size_t default_bucket_elements(int ranks);
+
+// The bucketing of a parallel_config (gradient_aggregation_group, or grad_bucket_size or its default)
+// for groups of `ranks[g]` ranks.
+ZeroBucketing zero_bucketing(const ParallelConfig& parallel, const int ranks[kNumParamGroups]);
 
 struct ZeroBucket {
   ParamGroup group = ParamGroup::kDense;
@@ -62,8 +81,12 @@ class ZeroLayout {
   // `ranks[g]` / `rank[g]`: size of and this rank's index in group g's data-parallel communicator.
   // `chunks`: the model chunks this rank holds (Transformer order); `num_layers` of the whole model.
   ZeroLayout(const ParamStore& params, const std::vector<ChunkSpec>& chunks, int num_layers,
-             ZeroBucketing bucketing, int num_buckets, const int ranks[kNumParamGroups],
-             const int rank[kNumParamGroups]);
+             const ZeroBucketing& bucketing, const int ranks[kNumParamGroups], const int rank[kNumParamGroups]);
+
+  // Flat elements between two cut points of group g (the bucket size, after rounding).
+  size_t bucket_elements(ParamGroup g) const { return bucket_elements_[int(g)]; }
+  // Elements of the largest bucket of group g (never more than bucket_elements(g)).
+  size_t largest_bucket(ParamGroup g) const;
 
   const std::vector<ZeroBucket>& buckets() const { return buckets_; }
   // Buckets holding parameters of `layer` (-1 .. num_layers).
@@ -87,6 +110,7 @@ class ZeroLayout {
   int rank_[kNumParamGroups] = {0, 0};
   size_t flat_size_[kNumParamGroups] = {0, 0};
   size_t shard_size_[kNumParamGroups] = {0, 0};
+  size_t bucket_elements_[kNumParamGroups] = {0, 0};
   std::vector<ZeroBucket> buckets_;
   std::vector<std::vector<int>> buckets_of_layer_;  // index layer + 1
   std::vector<ShardPiece> pieces_;

@@ -12,9 +12,11 @@
 namespace moe4d {
 
 ZeroParamGatherer::ZeroParamGatherer(ParamStore& params, ParallelContext& pc, const ZeroLayout& layout,
-                                     int zero_stage, bool head_uses_embedding)
-    : params_(params), pc_(pc), layout_(layout), stage_(zero_stage), units_(layout.buckets().size()) {
+                                     int zero_stage, bool head_uses_embedding, int prefetch_buckets)
+    : params_(params), pc_(pc), layout_(layout), stage_(zero_stage), prefetch_(prefetch_buckets),
+      units_(layout.buckets().size()) {
   MOE4D_CHECK(zero_stage >= 1 && zero_stage <= 3);
+  MOE4D_CHECK_GE(prefetch_buckets, 0);
   for (int g = 0; g < kNumParamGroups; ++g) MOE4D_CHECK_EQ(layout.ranks(ParamGroup(g)), comm_of(ParamGroup(g))->size());
   if (stage_ != 3) return;
   for (int g = 0; g < kNumParamGroups; ++g) shards_[g] = Buffer(layout.shard_size(ParamGroup(g)) * sizeof(float));
@@ -87,10 +89,13 @@ void ZeroParamGatherer::start(int index) {
 }
 
 void ZeroParamGatherer::note_peak() {
-  size_t bytes = shards_[0].bytes() + shards_[1].bytes();
+  const size_t shards = shards_[0].bytes() + shards_[1].bytes();
+  size_t resident = 0, gathered = 0;
   for (int g = 0; g < kNumParamGroups; ++g)
-    bytes += resident_bytes(params_.flat_values(ParamGroup(g)), params_.flat_size(ParamGroup(g)) * sizeof(float));
-  peak_ = std::max(peak_, bytes);
+    resident += resident_bytes(params_.flat_values(ParamGroup(g)), params_.flat_size(ParamGroup(g)) * sizeof(float));
+  for (size_t i = 0; i < units_.size(); ++i)
+    if (units_[i].state != State::kReleased) gathered += layout_.buckets()[i].numel() * sizeof(float);
+  peak_ = std::max(peak_, shards + std::max(resident, gathered));
 }
 
 void ZeroParamGatherer::acquire(int layer, int next) {
@@ -106,17 +111,30 @@ void ZeroParamGatherer::acquire(int layer, int next) {
     }
     ++u.users;
   }
+  next_ = next;
+  if (next != LayerHooks::kNoLayer) {
+    // Buckets gathered ahead and not yet used count against the prefetch depth.
+    int ahead = 0;
+    for (const Unit& u : units_) ahead += u.state != State::kReleased && u.users == 0 ? 1 : 0;
+    for (int index : units_of(next)) {
+      if (ahead >= prefetch_) break;
+      if (units_[index].state != State::kReleased) continue;
+      start(index);
+      ++ahead;
+    }
+  }
   note_peak();
-  if (next != LayerHooks::kNoLayer)
-    for (int index : units_of(next)) start(index);
 }
 
 void ZeroParamGatherer::release(int layer) {
   if (stage_ != 3) return;
+  const std::vector<int>* next = next_ != LayerHooks::kNoLayer ? &units_of(next_) : nullptr;
   for (int index : units_of(layer)) {
     Unit& u = units_[index];
     MOE4D_CHECK_MSG(u.users > 0 && u.state == State::kResident, "layer {} released without being acquired", layer);
     if (--u.users > 0) continue;
+    // A bucket the next layer holds too stays: releasing it would only gather it again.
+    if (next && std::find(next->begin(), next->end(), index) != next->end()) continue;
     const ZeroBucket& b = layout_.buckets()[index];
     release_discarded(params_.flat_values(b.group) + b.begin, b.numel());
     u.state = State::kReleased;

@@ -5,11 +5,14 @@
 //   this rank's slices (train/zero_layout.h) in place, and gather_after_step() all-gathers the
 //   other ranks' slices bucket by bucket.
 // zero_stage 3: the values live in fp32 shards (P elements per group); the ParamStore's flat value
-//   range holds physical memory only for the layers being run. acquire(layer, next) all-gathers the
-//   layer's buckets into the flat range (waiting for a prefetch started earlier, if any) and starts
-//   the all-gather of `next` (one layer of prefetch); release(layer) returns the pages
-//   (train/zero_memory.h). A rank therefore holds its shard plus one or two layers' full values.
-//   Reference counts let the head and a tied embedding share the table's bucket.
+//   range holds physical memory only for the buckets being used. acquire(layer, next) all-gathers
+//   the buckets holding the layer's parameters into the flat range (waiting for a prefetch started
+//   earlier, if any) and starts the all-gather of up to `prefetch_buckets` of `next`'s buckets
+//   (DeepSpeed's stage3_prefetch_bucket_size, counted in buckets); release(layer) returns the pages
+//   of the buckets no layer uses any more (train/zero_memory.h), except one that `next` holds too.
+//   A rank therefore holds its shard plus the running layer's buckets plus at most
+//   `prefetch_buckets` more. Reference counts let the head and a tied embedding share the table's
+//   buckets, and two layers share a bucket that holds the end of one and the start of the other.
 //
 // The gathers are all_to_all_v calls on the group's data-parallel communicator (dp_ep for dense
 // parameters, dp for experts) with this rank's slice as the block for every peer: an all-gather
@@ -23,6 +26,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "model/layer_hooks.h"
 #include "model/param_store.h"
 #include "parallel/parallel_context.h"
 #include "train/zero_layout.h"
@@ -34,7 +38,7 @@ class ZeroParamGatherer {
   // `head_uses_embedding`: this rank's head multiplies by its own embed.weight (tied, one stage), so
   // the table's bucket is materialised with the head's. `layout` must outlive this object.
   ZeroParamGatherer(ParamStore& params, ParallelContext& pc, const ZeroLayout& layout, int zero_stage,
-                    bool head_uses_embedding);
+                    bool head_uses_embedding, int prefetch_buckets = 2);
   ~ZeroParamGatherer();
   ZeroParamGatherer(const ZeroParamGatherer&) = delete;
   ZeroParamGatherer& operator=(const ZeroParamGatherer&) = delete;
@@ -66,9 +70,11 @@ class ZeroParamGatherer {
 
   // Bytes of parameter values held between steps: the flat buffers (stage 1 / 2) or the shards (3).
   size_t held_bytes() const;
-  // Stage 3: most bytes held at once since construction — shards plus the resident part of the flat
-  // value range (mincore, measured after each acquire); held_bytes() for other stages.
+  // Stage 3: most bytes held at once since construction — shards plus the flat value range, measured
+  // after each acquire and its prefetch as the larger of what is resident (mincore) and the buckets
+  // gathered or being gathered; held_bytes() for other stages.
   size_t peak_bytes() const { return stage_ == 3 ? peak_ : held_bytes(); }
+  int prefetch_buckets() const { return prefetch_; }
   // Parameter bytes this rank sent to other ranks in gathers since construction.
   int64_t payload_bytes() const { return payload_bytes_; }
 
@@ -91,6 +97,8 @@ class ZeroParamGatherer {
   ParallelContext& pc_;
   const ZeroLayout& layout_;
   int stage_;
+  int prefetch_;
+  int next_ = LayerHooks::kNoLayer;  // the hint of the last acquire
   Buffer shards_[kNumParamGroups];  // stage 3
   std::vector<Unit> units_;          // per layout bucket (stage 3)
   std::vector<int> head_units_;      // the head's buckets plus the embedding table's, if shared

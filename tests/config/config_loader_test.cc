@@ -410,6 +410,31 @@ TEST(ConfigErrors, KeyAndAliasTogether) {
             "expected only one of zero_stage, enable_parallel_optimizer");
 }
 
+TEST(ConfigLoader, GradientBucketsBySizeOrCount) {
+  const std::string base = std::string(kMinimal) + "parallel_config:\n";
+  EXPECT_EQ(parse_config(base + "  grad_bucket_size: 1000000\n", "demo.yaml").parallel.grad_bucket_size, 1000000);
+  EXPECT_EQ(parse_config(base + "  grad_bucket_size: 64MiB\n", "demo.yaml").parallel.grad_bucket_size, 16 << 20);
+  EXPECT_EQ(parse_config(base + "  grad_bucket_size: 160MB\n", "demo.yaml").parallel.grad_bucket_size, 40000000);
+  const Config counted = parse_config(base + "  gradient_aggregation_group: 8\n", "demo.yaml");
+  EXPECT_EQ(counted.parallel.gradient_aggregation_group, 8);
+  EXPECT_EQ(counted.parallel.grad_bucket_size, 0);
+  // Both round-trip (only the chosen key is written).
+  for (const char* line : {"  grad_bucket_size: 64MiB\n", "  gradient_aggregation_group: 8\n"}) {
+    const Config c = parse_config(base + line + "  zero3_prefetch_buckets: 3\n", "demo.yaml");
+    expect_same(parse_config(config_to_yaml(c), "again.yaml"), c);
+  }
+  EXPECT_EQ(error_of(base + "  gradient_aggregation_group: 4\n  grad_bucket_size: 1000\n"),
+            "demo.yaml:15: parallel_config.grad_bucket_size: given together with gradient_aggregation_group (line 14), "
+            "expected only one of grad_bucket_size (bucket size), gradient_aggregation_group (bucket count)");
+  for (const char* bad : {"0", "-5", "12 parsecs", "3MiBs", "MiB", "[1, 2]"})
+    EXPECT_NE(error_of(base + "  grad_bucket_size: " + bad + "\n").find("parallel_config.grad_bucket_size: expected a "
+                                                                     "positive element count or bytes with a unit"),
+              std::string::npos)
+        << bad << ": " << error_of(base + "  grad_bucket_size: " + bad + "\n");
+  EXPECT_NE(error_of(base + "  zero3_prefetch_buckets: 0\n").find("parallel_config.zero3_prefetch_buckets"),
+            std::string::npos);
+}
+
 TEST(ConfigErrors, BadEnumValues) {
   EXPECT_EQ(error_of(minimal_with("  steps: 10\n", "  steps: 10\n  precision: fp8\n")),
             "demo.yaml:11: train.precision: expected one of fp32, bf16, fp16, got 'fp8'");

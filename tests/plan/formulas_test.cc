@@ -180,12 +180,28 @@ TEST(Memory, StageMemoryByHandForEachZeroStage) {
   l.zero_stage = 2;
   const MemoryBreakdown z2 = stage_memory(m, s, l, c, 1, p1);
   EXPECT_DOUBLE_EQ(z2.gradients, 4 * 540);
-  EXPECT_DOUBLE_EQ(z2.comm_buffers, 1536 + 2 * 4 * 696 / 4.0);  // two fp32 buckets of four
+  EXPECT_DOUBLE_EQ(z2.comm_buffers, 1536);
+  // Buckets of a quarter of each group: max(312, 384) / 4 = 96 elements. Open gradients: the largest
+  // layer (560) plus two buckets, capped at the stage's 696; plus two staged fp32 buckets.
+  EXPECT_DOUBLE_EQ(z2.grad_buckets, 4 * 696 + 2 * 96 * 4);
   l.zero_stage = 3;
   const MemoryBreakdown z3 = stage_memory(m, s, l, c, 1, p1);
   EXPECT_DOUBLE_EQ(z3.weights, 4 * 540);
-  EXPECT_DOUBLE_EQ(z3.zero3_gather, 2 * 560 * 4);
-  EXPECT_DOUBLE_EQ(z3.comm_buffers, 1536 + 2 * 4 * 560);
+  // The running layer's buckets (560 + 2 x 96) and two prefetched buckets, capped at 696.
+  EXPECT_DOUBLE_EQ(z3.zero3_gather, 696 * 4);
+  EXPECT_DOUBLE_EQ(z3.grad_buckets, z2.grad_buckets);
+  EXPECT_DOUBLE_EQ(z3.comm_buffers, 1536);
+  // Small buckets: the terms follow the bucket, not the stage.
+  TrainingSetup sized = s;
+  sized.grad_buckets = 0;
+  sized.grad_bucket_size = 16;
+  sized.zero3_prefetch_buckets = 1;
+  const MemoryBreakdown z3s = stage_memory(m, sized, l, c, 1, p1);
+  EXPECT_DOUBLE_EQ(z3s.zero3_gather, (560 + 2 * 16 + 16) * 4);
+  EXPECT_DOUBLE_EQ(z3s.grad_buckets, (560 + 2 * 16) * 4 + 2 * 16 * 4);
+  EXPECT_EQ(sized.bucket_count(312, 2), 20);
+  EXPECT_DOUBLE_EQ(TrainingSetup{}.bucket_elements(1e12, 64), 64e6);  // Megatron: max(40M, 1M x 64)
+  EXPECT_DOUBLE_EQ(TrainingSetup{}.bucket_elements(1e12, 8), 40e6);
 
   // Stage 0 of 1F1B holds pp = 2 micro-batches of its dense layer (2496 bytes each); GPipe all 4.
   l.zero_stage = 0;

@@ -30,6 +30,7 @@ inline TrainingSetup tiny_setup(int64_t global_batch = 8) {
   s.global_batch = global_batch;
   s.seq_length = 4;
   s.precision = Precision::kFP32;
+  s.grad_buckets = 4;
   return s;
 }
 

@@ -8,7 +8,10 @@
 // experts over DP), DP2 x TP2 (TP-replicated norms counted once in the norm), DP2 x PP2 (1F1B and
 // interleaved), tied embeddings on one stage (the head shares the table's bucket) and split over
 // two stages (tied gradients summed on the shards), full recompute (ZeRO-3 gathers again for the
-// recomputation), and grad_clip small enough that every step clips (the global norm is exact).
+// recomputation), grad_clip small enough that every step clips (the global norm is exact), and
+// buckets sized in elements small enough to split layers, parameters and the embedding table (with
+// several reductions and ZeRO-3 gathers in flight at once; some also against the single-rank run),
+// with 16-bit compression and with the hierarchical all-reduce.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -34,6 +37,13 @@ struct Layout {
   bool overlap = true;
   int micro_batches = 2;  // per data replica
   int global_batch = 8;
+  int64_t bucket = 0;     // grad_bucket_size in elements; 0: gradient_aggregation_group 4
+  int prefetch = 2;       // zero3_prefetch_buckets
+  bool single = false;    // also against the single-rank run
+  // 16-bit reductions: the reference is the same stage, compressed, with four counted buckets (a
+  // bucketing changes no element's arithmetic, so sized buckets must agree with it).
+  GradCompression compression = GradCompression::kNone;
+  int ranks_per_node = 0;  // local_worker_num: ZeRO 0/1's hierarchical all-reduce across nodes
 
   std::string name() const {
     std::string n = fmt::format("dp{}_ep{}_tp{}_pp{}_zero{}", dp, ep, tp, pp, zero);
@@ -43,6 +53,11 @@ struct Layout {
     if (tied) n += "_tied";
     if (grad_clip < 1.0) n += "_clipped";
     if (!overlap) n += "_no_overlap";
+    if (bucket > 0) n += fmt::format("_bucket{}", bucket);
+    if (prefetch != 2) n += fmt::format("_prefetch{}", prefetch);
+    if (compression == GradCompression::kBF16) n += "_bf16";
+    if (compression == GradCompression::kFP16) n += "_fp16";
+    if (ranks_per_node > 0) n += fmt::format("_nodes_of{}", ranks_per_node);
     return n;
   }
 };
@@ -70,11 +85,27 @@ TEST_P(ZeroEquivalence, ReproducesZeroStageZero) {
   p.recompute = layout.recompute;
   p.overlap_grad_reduce = layout.overlap;
   p.collective_timeout = 60;
+  // Counted buckets as before size-based ones; sized ones small enough to split layers, parameters
+  // and the embedding table, with many reductions and gathers in flight.
+  if (layout.bucket > 0)
+    p.grad_bucket_size = layout.bucket;
+  else
+    p.gradient_aggregation_group = 4;
+  p.zero3_prefetch_buckets = layout.prefetch;
+  p.local_worker_num = layout.ranks_per_node;
+  config.train.grad_compression = layout.compression;
   Config sharded = config;
   sharded.parallel.zero_stage = layout.zero;
+  if (layout.compression != GradCompression::kNone) {
+    config.parallel.zero_stage = layout.zero;
+    config.parallel.grad_bucket_size = 0;
+    config.parallel.gradient_aggregation_group = 4;
+  }
 
+  if (layout.single) test::expect_equivalent(test::run_equivalence(sharded, 20));
   const test::EquivalenceRun r = test::run_equivalence_between(config, sharded, 20);
   test::expect_equivalent(r);
+  if (layout.ranks_per_node == 2) EXPECT_GT(r.run.intra_node_reduce_scatters, 0) << "hierarchical all-reduce";
   if (r.rank != 0) return;
   ASSERT_EQ(r.run.grad_norms.size(), r.reference.grad_norms.size());
   for (size_t i = 0; i < r.reference.grad_norms.size(); ++i) {
@@ -104,6 +135,17 @@ const Layout kTwoRanks[] = {
     {.ep = 2, .zero = 2},
     {.ep = 2, .zero = 3, .grad_clip = 0.05},
     {.pp = 2, .zero = 3, .micro_batches = 4},
+    // Buckets of 256 elements (the table is 8 of them, an expert tensor 18): every stage.
+    {.dp = 2, .zero = 1, .bucket = 256},
+    {.dp = 2, .zero = 2, .bucket = 256, .single = true},
+    {.dp = 2, .zero = 3, .bucket = 256, .prefetch = 3, .single = true},
+    {.dp = 2, .zero = 2, .overlap = false, .bucket = 256},
+    {.dp = 2, .zero = 3, .tied = true, .grad_clip = 0.05, .bucket = 200, .prefetch = 1},
+    {.ep = 2, .zero = 3, .recompute = R::kFull, .bucket = 256, .prefetch = 1},
+    {.ep = 2, .zero = 2, .bucket = 1000},
+    {.dp = 2, .zero = 2, .bucket = 256, .compression = GradCompression::kBF16},
+    {.dp = 2, .zero = 1, .bucket = 256, .compression = GradCompression::kFP16},
+    {.dp = 2, .zero = 3, .tied = true, .bucket = 256, .compression = GradCompression::kBF16},
 };
 INSTANTIATE_TEST_SUITE_P(Size2, ZeroEquivalence, ::testing::ValuesIn(kTwoRanks), name_of);
 
@@ -112,6 +154,7 @@ const Layout kThreeRanks[] = {
     {.dp = 3, .zero = 1, .global_batch = 6},
     {.dp = 3, .zero = 2, .global_batch = 6},
     {.dp = 3, .zero = 3, .grad_clip = 0.05, .global_batch = 6},
+    {.dp = 3, .zero = 3, .global_batch = 6, .bucket = 100},
 };
 INSTANTIATE_TEST_SUITE_P(Size3, ZeroEquivalence, ::testing::ValuesIn(kThreeRanks), name_of);
 
@@ -128,6 +171,13 @@ const Layout kFourRanks[] = {
     {.ep = 2, .pp = 2, .zero = 3, .grad_clip = 0.05, .micro_batches = 4, .global_batch = 16},
     {.dp = 2, .tp = 2, .zero = 2, .grad_clip = 0.05},
     {.dp = 2, .ep = 2, .zero = 3, .recompute = R::kFull, .global_batch = 16},
+    // The tied table split over two stages and over buckets: both copies are cut alike.
+    {.dp = 2, .pp = 2, .zero = 3, .tied = true, .micro_batches = 4, .global_batch = 16, .bucket = 256},
+    {.dp = 2, .pp = 2, .zero = 2, .tied = true, .micro_batches = 4, .global_batch = 16, .bucket = 300},
+    {.dp = 2, .pp = 2, .zero = 3, .schedule = S::kInterleaved, .virtual_pipeline = 2, .micro_batches = 4,
+     .global_batch = 16, .bucket = 256},
+    // Two simulated nodes of two ranks: the dense group (DP x EP = 4) all-reduces hierarchically.
+    {.dp = 2, .ep = 2, .zero = 1, .global_batch = 16, .bucket = 256, .single = true, .ranks_per_node = 2},
 };
 INSTANTIATE_TEST_SUITE_P(Size4, ZeroEquivalence, ::testing::ValuesIn(kFourRanks), name_of);
 

@@ -1,9 +1,10 @@
 // ZeRO's arithmetic without MPI: buckets and slices partition every parameter group exactly once
-// over any number of ranks, shard sizes and the memory formulas agree, the embedding table is a bucket
-// of its own, ZeRO-3 buckets are layers; page release really returns memory and reads as zero; the
+// over any number of ranks and bucketings, buckets never exceed their size (splitting parameters),
+// shard sizes and the memory formulas agree, the embedding table has buckets of its own; page release really returns memory and reads as zero; the
 // 1-bit all-reduce's error feedback makes the compressed average unbiased over many calls.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -40,23 +41,28 @@ struct Model {
   Config config;
 };
 
-ZeroLayout layout_for(const Model& m, ZeroBucketing bucketing, int buckets, int dense_ranks, int dense_rank,
+ZeroBucketing by_count(int n) { return ZeroBucketing{.count = n}; }
+ZeroBucketing by_size(size_t elements) { return ZeroBucketing{.count = 0, .elements = {elements, elements}}; }
+
+ZeroLayout layout_for(const Model& m, const ZeroBucketing& bucketing, int dense_ranks, int dense_rank,
                       int expert_ranks, int expert_rank) {
   const int ranks[kNumParamGroups] = {dense_ranks, expert_ranks};
   const int rank[kNumParamGroups] = {dense_rank, expert_rank};
-  return ZeroLayout(m.params, m.chunks, m.num_layers, bucketing, buckets, ranks, rank);
+  return ZeroLayout(m.params, m.chunks, m.num_layers, bucketing, ranks, rank);
 }
 
 TEST(ZeroLayout, SlicesPartitionEveryGroupOnceForAnyNumberOfRanks) {
   Model m(/*tied=*/false);
-  for (ZeroBucketing bucketing : {ZeroBucketing::kBySize, ZeroBucketing::kByLayer}) {
+  // By count, by a size that splits parameters (16 elements: every bucket inside some parameter), by
+  // a size larger than the model.
+  for (const ZeroBucketing& bucketing : {by_count(4), by_size(16), by_size(100), by_size(size_t(1) << 30)}) {
     for (int ranks : {1, 2, 3, 5}) {
       // How often each flat element is covered by some rank's pieces, per group.
       std::vector<int> covered[kNumParamGroups];
       for (int g = 0; g < kNumParamGroups; ++g) covered[g].assign(m.params.flat_size(ParamGroup(g)), 0);
       size_t shard[kNumParamGroups] = {0, 0};
       for (int r = 0; r < ranks; ++r) {
-        const ZeroLayout layout = layout_for(m, bucketing, 4, ranks, r, ranks, r);
+        const ZeroLayout layout = layout_for(m, bucketing, ranks, r, ranks, r);
         for (int g = 0; g < kNumParamGroups; ++g) {
           const ParamGroup group = ParamGroup(g);
           if (r == 0) shard[g] = layout.shard_size(group);
@@ -91,34 +97,86 @@ TEST(ZeroLayout, SlicesPartitionEveryGroupOnceForAnyNumberOfRanks) {
   }
 }
 
-TEST(ZeroLayout, LayerBucketsHoldOneLayerAndTheTableIsAlone) {
+TEST(ZeroLayout, BucketsNeverExceedTheSizeAndSplitLargeParameters) {
   Model m(/*tied=*/true);
-  const ZeroLayout by_layer = layout_for(m, ZeroBucketing::kByLayer, 4, 2, 0, 2, 0);
-  int tables = 0;
-  for (const ZeroBucket& b : by_layer.buckets()) {
-    EXPECT_EQ(b.layers.size(), 1u) << "bucket [" << b.begin << ", " << b.end << ")";
-    if (b.embedding_table) {
-      ++tables;
-      const ParamInfo& table = m.params.info(m.params.find("embed.weight"));
-      EXPECT_EQ(b.begin, table.offset);
-      EXPECT_EQ(b.numel(), size_t(table.numel()));  // 64 x 32: already 16-aligned
+  const ParamInfo& table = m.params.info(m.params.find("embed.weight"));
+  for (size_t size : {size_t(16), size_t(48), size_t(100), size_t(1000)}) {
+    const ZeroLayout layout = layout_for(m, by_size(size), 2, 0, 2, 0);
+    const size_t rounded = (size + 15) / 16 * 16;  // below a page: whole 16-float units
+    int tables = 0, split_params = 0;
+    for (int g = 0; g < kNumParamGroups; ++g) {
+      EXPECT_EQ(layout.bucket_elements(ParamGroup(g)), rounded);
+      EXPECT_LE(layout.largest_bucket(ParamGroup(g)), rounded) << "size " << size;
+    }
+    for (const ZeroBucket& b : layout.buckets()) {
+      EXPECT_FALSE(b.layers.empty());
+      for (int layer : b.layers) {
+        const std::vector<int>& of = layout.buckets_of_layer(layer);
+        EXPECT_NE(std::find(of.begin(), of.end(), int(&b - layout.buckets().data())), of.end());
+      }
+      if (b.embedding_table) {
+        ++tables;
+        EXPECT_EQ(b.layers, std::vector<int>{-1}) << "the table shares its buckets with nothing";
+        EXPECT_EQ((b.begin - table.offset) % rounded, 0u) << "table buckets are counted from the table's start";
+        EXPECT_LE(b.end, table.offset + size_t(table.numel()) + 15);
+      }
+    }
+    for (int id = 0; id < m.params.size(); ++id) {
+      const ParamInfo& info = m.params.info(id);
+      int holding = 0;
+      for (const ZeroBucket& b : layout.buckets())
+        if (b.group == info.group && b.begin < info.offset + size_t(info.numel()) && b.end > info.offset) ++holding;
+      EXPECT_GE(holding, 1);
+      if (holding > 1) ++split_params;
+      if (size_t(info.numel()) > 2 * rounded) EXPECT_GE(holding, 2) << info.name << " larger than a bucket";
+    }
+    EXPECT_EQ(tables, int((table.numel() + rounded - 1) / rounded));
+    if (size <= 100) EXPECT_GT(split_params, 0);
+    // Layers smaller than a bucket share one with their neighbour; every layer has buckets.
+    for (int layer = -1; layer <= m.num_layers; ++layer) EXPECT_FALSE(layout.buckets_of_layer(layer).empty()) << layer;
+  }
+  // A count cuts each group into about that many equal buckets.
+  for (int n : {1, 3, 8}) {
+    const ZeroLayout layout = layout_for(m, by_count(n), 2, 0, 2, 0);
+    for (ParamGroup g : {ParamGroup::kDense, ParamGroup::kExpert}) {
+      const size_t target = (m.params.flat_size(g) + n - 1) / n;
+      EXPECT_GE(layout.bucket_elements(g), target);
+      EXPECT_LT(layout.bucket_elements(g), target + 1024) << "rounded up to at most a page of floats";
+      EXPECT_LE(layout.largest_bucket(g), layout.bucket_elements(g));
     }
   }
-  EXPECT_EQ(tables, 1);
-  // Every layer -1 .. num_layers has dense buckets; MoE layers (odd) also expert buckets.
-  for (int layer = -1; layer <= m.num_layers; ++layer) EXPECT_FALSE(by_layer.buckets_of_layer(layer).empty()) << layer;
-  const ZeroLayout by_size = layout_for(m, ZeroBucketing::kBySize, 1, 2, 0, 2, 0);
-  EXPECT_LT(by_size.buckets().size(), by_layer.buckets().size());
-  for (const ZeroBucket& b : by_size.buckets()) {
-    if (b.embedding_table) {
-      EXPECT_EQ(b.layers, std::vector<int>{-1});
-    }
+  // Megatron-Core's default: max(40M, 1M x group size).
+  EXPECT_EQ(default_bucket_elements(8), 40000000u);
+  EXPECT_EQ(default_bucket_elements(64), 64000000u);
+  ParallelConfig parallel;
+  const int ranks[kNumParamGroups] = {128, 2};
+  const ZeroBucketing defaults = zero_bucketing(parallel, ranks);
+  EXPECT_EQ(defaults.count, 0);
+  EXPECT_EQ(defaults.elements[0], 128000000u);
+  EXPECT_EQ(defaults.elements[1], 40000000u);
+  parallel.grad_bucket_size = 5000;
+  EXPECT_EQ(zero_bucketing(parallel, ranks).elements[1], 5000u);
+  parallel.grad_bucket_size = 0;
+  parallel.gradient_aggregation_group = 6;
+  EXPECT_EQ(zero_bucketing(parallel, ranks).count, 6);
+}
+
+TEST(ZeroLayout, PageSizedBucketsStartOnPageMultiples) {
+  Model m(/*tied=*/false);
+  const ZeroLayout layout = layout_for(m, by_size(1500), 2, 0, 2, 0);  // rounded up to 2048 floats
+  EXPECT_EQ(layout.bucket_elements(ParamGroup::kDense), 2048u);
+  const ParamInfo& table = m.params.info(m.params.find("embed.weight"));
+  for (const ZeroBucket& b : layout.buckets()) {
+    EXPECT_LE(b.numel(), 2048u);
+    const bool at_forced_cut = b.begin == table.offset || b.begin == table.offset + size_t(table.numel()) ||
+                               (b.begin - table.offset) % 2048 == 0;
+    EXPECT_TRUE(b.begin % 1024 == 0 || at_forced_cut) << b.begin;
   }
 }
 
 TEST(ZeroLayout, StateBytesFollowTheStageFormulas) {
   Model m(/*tied=*/false);
-  const ZeroLayout layout = layout_for(m, ZeroBucketing::kBySize, 4, 4, 1, 2, 1);
+  const ZeroLayout layout = layout_for(m, by_count(4), 4, 1, 2, 1);
   const size_t F = m.params.flat_size(ParamGroup::kDense) + m.params.flat_size(ParamGroup::kExpert);
   const size_t P = layout.shard_size(ParamGroup::kDense) + layout.shard_size(ParamGroup::kExpert);
   EXPECT_GE(4 * layout.shard_size(ParamGroup::kDense), layout.flat_size(ParamGroup::kDense));

@@ -2,7 +2,7 @@
 // formulas for the model's parameter count (docs/zero.md), as reported in the metrics record; and the
 // memory ZeRO says it released is really gone (mincore on the ParamStore's flat buffers).
 //
-// With two ranks every bucket (cut at 16-aligned parameter boundaries) splits evenly, so there is
+// With two ranks every bucket (cut at multiples of 16 floats) splits evenly, so there is
 // no padding and the formulas hold exactly: Psi = this rank's parameter elements (each parameter
 // rounded up to 16 floats), N = 2:
 //   stage 0: 4 Psi + 4 Psi + 8 Psi      stage 1: 4 Psi + 4 Psi + 8 Psi / N
@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 
 #include "../train/train_fixture.h"
 #include "comm/mpi_communicator.h"
@@ -20,6 +21,7 @@ namespace moe4d {
 namespace {
 
 constexpr int kRanks = 2;
+constexpr int64_t kBucket = 8192;  // elements: two pages of floats
 
 int64_t aligned(int64_t numel) { return (numel + 15) / 16 * 16; }
 
@@ -67,7 +69,7 @@ class ZeroMemory : public ::testing::Test {
     config_.parallel.data_parallel = kRanks;
     config_.parallel.micro_batch_num = 2;
     // Small buckets: ZeRO-2/3's transient gradient memory is a few buckets (docs/zero.md).
-    config_.parallel.gradient_aggregation_group = 16;
+    config_.parallel.grad_bucket_size = kBucket;
     config_.parallel.collective_timeout = 60;
     pc_ = make_parallel_context(MpiCommunicator::world(CommOptions{.timeout_seconds = 120}), config_.parallel, 0);
   }
@@ -82,11 +84,9 @@ TEST_F(ZeroMemory, HeldBytesMatchTheFormulasAndReleasedPagesAreGone) {
   const ParamCount psi = count_params(config_.model);
   const double full = double(psi.total()), half = full / kRanks;
   const double page = double(page_bytes());
-  // ZeRO 0-2: a bucket holds about F_g / 16 elements plus at most one parameter past that; ZeRO-3:
-  // a bucket is one layer's parameters of one group.
-  const int buckets = config_.parallel.gradient_aggregation_group;
-  const double sized_bucket = std::max(double(psi.dense) / buckets + double(psi.largest_param[0]),
-                                       double(psi.expert) / buckets + double(psi.largest_param[1]));
+  // Every stage: buckets of at most kBucket elements (parameters are split over buckets).
+  const double bucket = double(kBucket);
+  const int buckets = int(psi.total() / kBucket) + 4;
   for (int stage = 0; stage <= 3; ++stage) {
     SCOPED_TRACE(fmt::format("zero_stage {}", stage));
     Config c = config_;
@@ -122,31 +122,105 @@ TEST_F(ZeroMemory, HeldBytesMatchTheFormulasAndReleasedPagesAreGone) {
     }
     if (stage >= 2) {
       EXPECT_LT(gradients, 0.05 * flat_bytes);
-      // During the step: the shard, the layer whose backward just finished (its buckets are reduced
-      // one after the other) and at most GradSync::kMaxInFlight staging buffers of a bucket each —
-      // below the full gradients.
+      // During the step: the shard, the layer whose backward just finished plus the open part of a
+      // bucket per group, and at most GradSync::kMaxInFlight staging buffers of a bucket each —
+      // below the full gradients (the bound per bucket is tested in BoundedPeaks below).
       const double peak = mine["grads_peak_bytes"];
-      const double largest_bucket = stage == 3 ? double(psi.largest_layer) : sized_bucket;
       EXPECT_GT(peak, grads);
-      EXPECT_LE(peak, grads + 4 * double(psi.largest_layer) + GradSync::kMaxInFlight * 4 * largest_bucket +
+      EXPECT_LE(peak, grads + 4 * (double(psi.largest_layer) + 2 * bucket) + GradSync::kMaxInFlight * 4 * bucket +
                           4 * page * (buckets + config_.model.num_layers));
-      // Stage 2's buckets are small; stage 3's are whole layers, so its transient is a few layers.
-      if (stage == 2) {
-        EXPECT_LT(peak, flat_bytes);
-      }
+      EXPECT_LT(peak, flat_bytes);
     } else {
       EXPECT_GE(gradients, flat_bytes - 2 * page);
       EXPECT_EQ(mine["grads_peak_bytes"].get<double>(), grads);
     }
     if (stage == 3) {
-      // Held during the step: the shard plus at most two layers' full values (one of prefetch) — below
-      // the full parameters.
+      // Held during the step: the shard plus the running layer's buckets and the prefetched ones —
+      // below the full parameters.
       const double peak = mine["params_peak_bytes"];
       EXPECT_GT(peak, params + 4 * double(psi.largest_param[1]));
-      EXPECT_LE(peak, params + 2 * 4 * double(psi.largest_layer) + 4 * page * (config_.model.num_layers + 2));
+      EXPECT_LE(peak, params + 4 * (double(psi.largest_layer) + (2 + c.parallel.zero3_prefetch_buckets) * bucket) +
+                          4 * page * (config_.model.num_layers + 2));
       EXPECT_LT(peak, flat_bytes);
     } else {
       EXPECT_EQ(mine["params_peak_bytes"].get<double>(), params);
+    }
+  }
+}
+
+// The peaks follow the bucket, not the model: on a model with many small tensors (16 layers of
+// narrow attention and experts) and a few large ones (embedding and head tables, 16 buckets each),
+// measured per rank:
+//   ZeRO-2/3 gradients <= shard + U + (2 + GradSync::kMaxInFlight) x bucket, where U is the largest
+//     unit one backward step writes before ZeRO sees it (a layer, or a table) and the 2 are the
+//     partly complete bucket of each group;
+//   ZeRO-3 values <= shard + the running layer's buckets + zero3_prefetch_buckets x bucket;
+// each plus the pages that two neighbouring buckets share. Both are far below the full buffers.
+TEST(ZeroPeak, GradientAndParameterPeaksAreShardPlusBoundedBuckets) {
+  test::TempDir dir;
+  Config config = test::tiny_training_config(test::write_synthetic_shard(dir.file("train.bin"), 1024, 20000));
+  ModelConfig& m = config.model;
+  m.vocab_size = 1024;
+  m.hidden_size = 64;
+  m.num_heads = 4;
+  m.ffn_hidden_size = 32;
+  m.num_layers = 16;
+  m.tie_embeddings = false;
+  m.seq_length = 16;
+  config.train.global_batch_size = 4;
+  config.parallel.data_parallel = kRanks;
+  config.parallel.micro_batch_num = 2;
+  config.parallel.collective_timeout = 60;
+  constexpr int64_t kSmallBucket = 4096;  // one page of floats... x4: the tables are 16 buckets each
+  config.parallel.grad_bucket_size = kSmallBucket;
+  config.parallel.zero3_prefetch_buckets = 3;
+  auto pc = make_parallel_context(MpiCommunicator::world(CommOptions{.timeout_seconds = 120}), config.parallel, 0);
+  const double page = double(page_bytes());
+  for (int stage : {2, 3}) {
+    SCOPED_TRACE(fmt::format("zero_stage {}", stage));
+    Config c = config;
+    c.parallel.zero_stage = stage;
+    Trainer trainer(c, *pc, {.quiet = true, .metrics_path = "/dev/null"});
+    trainer.train_step();
+    const nlohmann::json record = trainer.train_step().record["memory"];
+    const nlohmann::json& mine = record["per_rank"][pc->rank];
+    const ZeroLayout& layout = trainer.zero_layout();
+    const ParamStore& store = trainer.params();
+    double full = 0, bucket = 0;
+    size_t count = 0;
+    for (ParamGroup g : {ParamGroup::kDense, ParamGroup::kExpert}) {
+      full += double(store.flat_size(g));
+      bucket = std::max(bucket, double(layout.largest_bucket(g)));
+      EXPECT_LE(layout.largest_bucket(g), size_t(kSmallBucket));
+    }
+    for (const ZeroBucket& b : layout.buckets()) count += b.numel() > 0 ? 1 : 0;
+    // U: the most elements of one layer (-1 = embedding, num_layers = final norm + head).
+    std::map<int, double> layer_elements;
+    for (int id = 0; id < store.size(); ++id) layer_elements[store.info(id).layer] += double(store.info(id).numel());
+    double unit = 0;
+    for (const auto& [layer, n] : layer_elements) unit = std::max(unit, n);
+    EXPECT_EQ(unit, double(m.vocab_size) * m.hidden_size + m.hidden_size) << "the head is the largest unit";
+    EXPECT_GT(double(count), 16 + 2 * 16) << "layers share buckets, tables are split over many";
+
+    const double shard = mine["grads_bytes"];
+    const double grads_peak = mine["grads_peak_bytes"];
+    const double grads_bound =
+        shard + 4 * (unit + (2 + GradSync::kMaxInFlight) * bucket) + 4 * page * 8;
+    EXPECT_LE(grads_peak, grads_bound);
+    EXPECT_LT(grads_bound, 0.75 * 4 * full) << "the bound itself is well below the full gradients";
+    EXPECT_EQ(record["peak_grads_bytes"].get<double>() >= grads_peak, true);
+    if (stage == 3) {
+      double running = 0;  // the most elements of the buckets one layer needs resident
+      for (int layer = -1; layer <= m.num_layers; ++layer) {
+        double n = 0;
+        for (int b : layout.buckets_of_layer(layer)) n += double(layout.buckets()[b].numel());
+        running = std::max(running, n);
+      }
+      const double params_shard = mine["params_bytes"];
+      const double params_peak = mine["params_peak_bytes"];
+      EXPECT_GT(params_peak, params_shard + 4 * running - 4 * page);
+      EXPECT_LE(params_peak, params_shard + 4 * (running + c.parallel.zero3_prefetch_buckets * bucket) + 4 * page * 8);
+      EXPECT_LT(params_peak, 0.75 * 4 * full);
     }
   }
 }
