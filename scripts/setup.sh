@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 packages=(g++ cmake ninja-build pkg-config git
           libopenmpi-dev openmpi-bin libopenblas-dev libdnnl-dev libyaml-cpp-dev nlohmann-json3-dev
-          libcli11-dev libfmt-dev libsentencepiece-dev libgtest-dev libgmock-dev libssl-dev fortunes)
+          libcli11-dev libfmt-dev libsentencepiece-dev libgtest-dev libgmock-dev libssl-dev fortunes zlib1g-dev protobuf-compiler python3-protobuf)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

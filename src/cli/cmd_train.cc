@@ -30,6 +30,7 @@ struct TrainArgs {
   int blas_threads = 1;
   std::string metrics;
   bool quiet = false;
+  std::string log_format = "text";
 };
 
 int run_train(const TrainArgs& args) {
@@ -57,7 +58,7 @@ int run_train(const TrainArgs& args) {
         config.parallel.local_worker_num > 0 ? config.parallel.local_worker_num : world->detect_ranks_per_node();
     auto pc = make_parallel_context(std::move(world), config.parallel, ranks_per_node);
     TrainerOptions options_t{.resume_from = args.resume_from, .exit_after = args.exit_after, .quiet = args.quiet,
-                             .metrics_path = args.metrics};
+                             .metrics_path = args.metrics, .json_progress = args.log_format == "json"};
     if (args.resume && options_t.resume_from.empty()) {
       if (config.checkpoint.dir.empty()) fail("--resume needs checkpoint.dir in {}", args.config);
       if (std::filesystem::exists(config.checkpoint.dir + "/latest")) options_t.resume_from = config.checkpoint.dir;
@@ -99,6 +100,8 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--blas-threads", args->blas_threads, "BLAS threads per rank (default 1)")->check(CLI::PositiveNumber);
   cmd->add_option("--metrics", args->metrics, "JSONL metrics file (default: train.metrics_file)");
   cmd->add_flag("--quiet", args->quiet, "no per-step progress lines");
+  cmd->add_option("--log-format", args->log_format, "progress lines as text (default) or json (one object per line)")
+      ->check(CLI::IsMember({"text", "json"}));
   cmd->callback([args] {
     const int code = run_train(*args);
     if (code != 0) throw CLI::RuntimeError(code);

@@ -33,6 +33,8 @@
 #include "train/nonfinite_guard.h"
 #include "train/optimizer.h"
 #include "train/step_executor.h"
+#include "train/step_tracer.h"
+#include "trace/run_sink.h"
 #include "train/tensor_gather.h"
 #include "train/zero_layer_hooks.h"
 #include "train/zero_layout.h"
@@ -48,6 +50,7 @@ struct TrainerOptions {
   // Test-only fault-injection seam (train/fault_injector.h): corrupts chosen tensors of chosen steps.
   // Borrowed; null (the default) in every production run.
   FaultInjector* fault_injector = nullptr;
+  bool json_progress = false;  // progress lines as JSON objects (`train --log-format json`)
 };
 
 struct StepResult {
@@ -115,6 +118,15 @@ class Trainer {
   BlockNumerics step_numerics(int64_t step);
   [[noreturn]] void stop_nonfinite(int64_t step, const MicroBatchFill& fill, float grad_scale);
   nlohmann::json numerics_state() const;
+  // The progress line of the steps since the previous one (means over the log interval).
+  struct ProgressWindow {
+    int steps = 0;
+    double loss = 0, aux = 0, grad_norm = 0, seconds = 0, tokens = 0;
+  };
+  void print_progress(const StepResult& r, int64_t stop, double elapsed, int64_t first);
+  ProgressWindow window_;
+  std::unique_ptr<StepTracer> tracer_;             // train.trace_steps
+  std::vector<std::unique_ptr<RunSink>> sinks_;    // world rank 0: TensorBoard
   void restore_numerics_state(const nlohmann::json& state, const std::string& origin);
 
   const Config& config_;
