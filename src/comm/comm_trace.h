@@ -43,14 +43,16 @@ struct CommTraceEvent {
 
 class CommTrace {
  public:
-  // clock_offset_ns: this rank's clock minus the reference clock (comm/clock_sync.h).
-  CommTrace(int world_rank, int64_t clock_offset_ns) : world_rank_(world_rank), clock_offset_ns_(clock_offset_ns) {}
+  // clock_offset_ns: this rank's clock minus the reference clock (comm/clock_sync.h). `stream`
+  // tells apart the traces of one rank's communicators (< 256) in flow ids.
+  CommTrace(int world_rank, int64_t clock_offset_ns, int stream = 0)
+      : world_rank_(world_rank), stream_(stream), clock_offset_ns_(clock_offset_ns) {}
 
   int64_t to_reference(int64_t local_ns) const { return local_ns - clock_offset_ns_; }
   int64_t to_local(int64_t reference_ns) const { return reference_ns + clock_offset_ns_; }
   int64_t clock_offset_ns() const { return clock_offset_ns_; }
-  // A flow id unique over the world: the sender's world rank in the high bits.
-  int64_t next_flow_id() { return (int64_t(world_rank_ + 1) << 40) | ++flows_; }
+  // A flow id unique over the world and the run: sender's world rank, stream, then a counter.
+  int64_t next_flow_id() { return (int64_t(world_rank_ + 1) << 40) | (int64_t(stream_ & 0xff) << 32) | ++flows_; }
 
   void add(const CommTraceEvent& event) { events_.push_back(event); }
   const std::vector<CommTraceEvent>& events() const { return events_; }
@@ -58,6 +60,7 @@ class CommTrace {
 
  private:
   int world_rank_;
+  int stream_;
   int64_t clock_offset_ns_;
   int64_t flows_ = 0;
   std::vector<CommTraceEvent> events_;

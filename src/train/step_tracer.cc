@@ -96,8 +96,10 @@ bool StepTracer::traces(int64_t step) const { return std::binary_search(steps_.b
 void StepTracer::begin_step(int64_t step, Transformer& model, LayerHooks* inner) {
   step_ = step;
   active_ = true;
-  for (Group& g : groups_) {
-    g.trace = std::make_unique<CommTrace>(pc_.rank, offset_ns_);
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    // Kept over the run so that flow ids never repeat; emptied after every traced step.
+    Group& g = groups_[i];
+    if (!g.trace) g.trace = std::make_unique<CommTrace>(pc_.rank, offset_ns_, int(i));
     g.comm->set_trace(g.trace.get());
   }
   layers_ = std::make_unique<LayerRecorder>(*this, inner);
@@ -123,15 +125,16 @@ void StepTracer::add_actions(const StepTrace& trace) {
 nlohmann::json StepTracer::comm_split() const {
   nlohmann::json out = nlohmann::json::object();
   for (const Group& g : groups_) {
-    if (!g.trace) continue;
+    if (!g.trace || !active_) continue;
     double waiting = 0, blocked = 0;
     for (const CommTraceEvent& e : g.trace->events()) {
       waiting += e.waited_seconds();
       blocked += e.blocked_seconds();
     }
     nlohmann::json& k = out[g.kind];
-    k["waiting_s"] = k.value("waiting_s", 0.0) + waiting;
-    k["transfer_s"] = k.value("transfer_s", 0.0) + (blocked - waiting);
+    if (k.is_null()) k = {{"waiting_s", 0.0}, {"transfer_s", 0.0}};
+    k["waiting_s"] = k["waiting_s"].get<double>() + waiting;
+    k["transfer_s"] = k["transfer_s"].get<double>() + (blocked - waiting);
   }
   return out;
 }
@@ -210,7 +213,7 @@ void StepTracer::end_step(Transformer& model, LayerHooks* inner) {
   }
   for (size_t i = 0; i < groups_.size(); ++i) add_comm_events(groups_[i], int(i));
   spans_.clear();
-  for (Group& g : groups_) g.trace.reset();
+  for (Group& g : groups_) g.trace->clear();
   layers_.reset();
   gather_and_write();
 }

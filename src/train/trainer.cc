@@ -167,7 +167,7 @@ StepResult Trainer::train_step() {
     }
   }
   pc_.world->all_reduce(reduced.data(), reduced.size(), DType::kF64, ReduceOp::kSum);
-  phase("step scalars");
+  phase("loss and load reduction");
 
   StepResult r;
   r.step = step;
@@ -216,9 +216,11 @@ StepResult Trainer::train_step() {
                          {"pp", comm_json(comm_after.pp, comm_before.pp, &exposed)},
                          {"other", comm_json(comm_after.other, comm_before.other, &exposed)}};
   // Traced steps: the blocked time of each group split into waiting for the last member and transfer.
-  if (traced)
-    for (const auto& [group, split] : tracer_->comm_split().items())
+  if (traced) {
+    const nlohmann::json splits = tracer_->comm_split();
+    for (const auto& [group, split] : splits.items())
       if (comm.contains(group)) comm[group].update(split);
+  }
   r.record = step_record(r, load, reduced[3], reduced[4], r.seconds);
   r.record["loss_scale"] = r.loss_scale;
   r.record["overflow"] = r.overflow;
