@@ -199,6 +199,7 @@ void StepTracer::add_comm_events(const Group& group, int index) {
 
 void StepTracer::end_step(Transformer& model, LayerHooks* inner) {
   if (!active_) return;
+  const auto started = Clock::now();
   for (Group& g : groups_) g.comm->set_trace(nullptr);
   model.set_layer_hooks(inner);
   active_ = false;
@@ -216,6 +217,7 @@ void StepTracer::end_step(Transformer& model, LayerHooks* inner) {
   for (Group& g : groups_) g.trace->clear();
   layers_.reset();
   gather_and_write();
+  end_step_seconds_.push_back(std::chrono::duration<double>(Clock::now() - started).count());
 }
 
 void StepTracer::gather_and_write() {
@@ -246,7 +248,7 @@ void StepTracer::finish() {
   for (size_t r = 0; r < offsets_.size(); ++r)
     ranks.push_back({{"rank", r}, {"clock_offset_ns", offsets_[r]}, {"clock_error_bound_ns", round_trips_[r] / 2}});
   file_->close({{"producer", "moe4d"}, {"traced_steps", steps_}, {"world_size", pc_.world->size()},
-                {"clock_offsets", ranks}});
+                {"clock_offsets", ranks}, {"end_step_seconds", end_step_seconds_}});
 }
 
 }  // namespace moe4d

@@ -63,7 +63,8 @@ class StepTracer {
   // Detaches, restores `inner` as the model's hooks, gathers every rank's events to rank 0 and appends
   // them to the file.
   void end_step(Transformer& model, LayerHooks* inner);
-  // Ends the file (rank 0) with the run's clock offsets. Collective; later calls do nothing.
+  // Ends the file (rank 0) with the run's clock offsets and the time each end_step took (the cost of
+  // tracing outside the step). Later calls do nothing. Not collective.
   void finish();
 
  private:
@@ -96,6 +97,7 @@ class StepTracer {
   int64_t origin_ns_ = 0;                  // rank 0's clock when tracing started
   std::vector<int64_t> offsets_, round_trips_;  // of every rank (rank 0 only)
   std::vector<Span> spans_;
+  std::vector<double> end_step_seconds_;  // gather + write of every traced step
   TraceEventList events_;
   int64_t step_ = 0;
   bool active_ = false, metadata_written_ = false, finished_ = false;

@@ -1,0 +1,124 @@
+// bench/trace/trace_bench.cc — the cost of tracing (train.trace_steps), DP2 x TP2 on 4 ranks.
+//
+// Two runs of the same small MoE config in one process: a baseline without tracing, then a run
+// that traces every other step (even steps), so traced and untraced steps interleave and share the
+// machine's noise. Reported (rank 0's step times from metrics.jsonl, medians after 2 warm-up steps):
+//   traced_overhead      traced / untraced step time - 1   (the entry-time exchange, layer stamps)
+//   untraced_vs_baseline untraced steps of the traced run / baseline - 1 (should be ~0: noise)
+//   end_step_fraction    median time of gathering + writing a traced step's events, outside the
+//                        step, / untraced step time
+// Usage: mpirun -np 4 trace_bench [steps=16]
+#include <mpi.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "../../tests/common/temp_dir.h"
+#include "../common/bench_configs.h"
+#include "comm/mpi_communicator.h"
+#include "comm/mpi_runtime.h"
+#include "parallel/parallel_context.h"
+#include "train/trainer.h"
+
+namespace moe4d {
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+Config bench_run_config(const std::string& shard, int steps) {
+  Config c = bench::bench_config("tiny", shard);
+  c.model.hidden_size = 128;
+  c.model.ffn_hidden_size = 344;
+  c.model.num_heads = 4;
+  c.model.seq_length = 128;
+  c.model.moe.num_experts = 4;
+  c.train.steps = steps;
+  c.train.warmup_steps = 0;
+  c.parallel.data_parallel = 2;
+  c.parallel.tensor_parallel = 2;
+  c.parallel.micro_batch_num = 2;
+  return c;
+}
+
+// Rank 0's step times by step number.
+std::vector<double> step_times(const std::string& metrics) {
+  std::vector<double> out;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line)["time"]["step_s"].get<double>());
+  return out;
+}
+
+nlohmann::json read_other_data(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) return {};
+  std::string text;
+  char buffer[1 << 16];
+  for (int n; (n = gzread(f, buffer, sizeof(buffer))) > 0;) text.append(buffer, size_t(n));
+  gzclose(f);
+  return nlohmann::json::parse(text)["otherData"];
+}
+
+}  // namespace
+}  // namespace moe4d
+
+int main(int argc, char** argv) {
+  using namespace moe4d;
+  MpiRuntime mpi(&argc, &argv);
+  const int steps = argc > 1 ? std::max(6, std::atoi(argv[1])) : 16;
+  test::TempDir dir("moe4d-trace-bench");
+  const std::string shard = bench::write_bench_shard(dir.file("train.bin"));
+  std::vector<double> baseline, traced, untraced;
+  nlohmann::json other;
+  for (bool trace : {false, true}) {
+    Config c = bench_run_config(shard, steps);
+    if (trace)
+      for (int s = 2; s <= steps; s += 2) c.train.trace_steps.push_back(s);
+    const std::string metrics = dir.file(trace ? "traced/metrics.jsonl" : "baseline/metrics.jsonl");
+    auto pc = make_parallel_context(MpiCommunicator::world(CommOptions{.timeout_seconds = 600}), c.parallel, 0);
+    {
+      Trainer trainer(c, *pc, {.quiet = true, .metrics_path = metrics});
+      trainer.run();
+    }
+    pc->world->barrier();
+    if (pc->rank != 0) continue;
+    const std::vector<double> t = step_times(metrics);
+    for (int s = 3; s <= int(t.size()); ++s) {  // after 2 warm-up steps
+      if (!trace)
+        baseline.push_back(t[s - 1]);
+      else
+        (s % 2 == 0 ? traced : untraced).push_back(t[s - 1]);
+    }
+    if (trace) other = read_other_data(dir.file("traced/trace.json.gz"));
+  }
+  if (mpi.world_rank() == 0) {
+    const double b = median(baseline), tr = median(traced), un = median(untraced);
+    std::vector<double> writes;
+    for (const auto& v : other["end_step_seconds"]) writes.push_back(v.get<double>());
+    const nlohmann::json doc = {{"layout", "dp2 x tp2 (4 ranks)"},
+                                {"model", "d=128, 4 layers, 4 experts top-2, seq 128, batch 8"},
+                                {"steps", steps},
+                                {"baseline_median_step_s", b},
+                                {"untraced_median_step_s", un},
+                                {"traced_median_step_s", tr},
+                                {"traced_overhead", tr / un - 1},
+                                {"untraced_vs_baseline", un / b - 1},
+                                {"end_step_median_s", median(writes)},
+                                {"end_step_fraction", median(writes) / un},
+                                {"baseline_step_s", baseline},
+                                {"traced_step_s", traced},
+                                {"untraced_step_s", untraced}};
+    std::printf("%s\n", doc.dump(2).c_str());
+  }
+  return 0;
+}
