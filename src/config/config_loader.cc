@@ -387,7 +387,8 @@ void read_train(Section& s, TrainConfig& t) {
 }
 
 // train.trace_steps: a list of steps, or a range "first-last" (or one step); stored sorted, unique.
-void read_trace_steps(const ConfigReader& reader, Section& s, std::vector<int>& out) {
+// Each step must be in [1, steps].
+void read_trace_steps(const ConfigReader& reader, Section& s, int steps, std::vector<int>& out) {
   if (!s.has("trace_steps")) return;
   if (s.node("trace_steps").IsScalar()) {
     std::string text;
@@ -403,6 +404,10 @@ void read_trace_steps(const ConfigReader& reader, Section& s, std::vector<int>& 
   } else {
     s.read("trace_steps", out);
   }
+  for (int step : out)
+    if (step < 1 || step > steps)
+      reader.fail_at(s.line("trace_steps"), "train.trace_steps",
+                     fmt::format("expected steps in [1, train.steps = {}], got {}", steps, step));
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
 }
@@ -506,9 +511,6 @@ void validate(const Config& c, const ConfigReader& r) {
   positive("train.log_interval", t.log_interval);
   non_negative("train.eval_interval", t.eval_interval);
   positive("train.eval_batches", t.eval_batches);
-  for (int step : t.trace_steps)
-    r.require(step >= 1 && step <= t.steps, "train.trace_steps", fmt::format("steps in [1, train.steps = {}]", t.steps),
-              str(step));
 
   r.require(!c.data.train.empty(), "data.train", "the path of a token shard", c.data.train);
   r.require(c.checkpoint.keep >= 1, "checkpoint.keep", "a positive integer", str(c.checkpoint.keep));
@@ -578,7 +580,7 @@ Config parse_config(const std::string& yaml_text, const std::string& source_name
                 "optimizer", "freeze_steps", "log_interval", "eval_interval", "eval_batches", "metrics_file",
                 "trace_steps", "tensorboard_dir"});
   read_train(train, config.train);
-  read_trace_steps(reader, train, config.train.trace_steps);
+  read_trace_steps(reader, train, config.train.steps, config.train.trace_steps);
 
   Section data = top.section("data", {"train", "valid", "tokenizer"});
   data.require("train");
