@@ -103,7 +103,7 @@ int64_t comm_ops_per_traced_step(const std::string& trace_path, int steps_traced
   gzclose(f);
   int64_t ops = 0;
   for (const auto& e : nlohmann::json::parse(text)["traceEvents"])
-    if (e["ph"] == "X" && e["pid"] == 0 && e.value("cat", "") == "comm") ++ops;
+    if (e["ph"] == "X" && e["pid"] == 0 && e.value("cat", std::string()) == "comm") ++ops;
   return steps_traced > 0 ? ops / steps_traced : 0;
 }
 

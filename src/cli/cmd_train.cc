@@ -72,7 +72,7 @@ int run_train(const TrainArgs& args) {
     if (pc->rank == 0 && std::filesystem::is_regular_file(trainer.metrics_path())) {  // pictures next to the metrics
       const std::string dir = std::filesystem::path(trainer.metrics_path()).parent_path().string();
       const auto files = write_run_report(trainer.metrics_path(), dir.empty() ? "." : dir);
-      if (!args.quiet) log_info("{} pictures of the run in {}/ (loss.svg, step_time.svg, ...)", files.size(),
+      if (!args.quiet) log_info("{} pictures of the run in {}/ (index.html shows them all)", files.size(),
                                 dir.empty() ? "." : dir);
     }
   } catch (const Error& e) {
