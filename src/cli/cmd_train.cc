@@ -37,6 +37,7 @@ struct TrainArgs {
   int blas_threads = 1;
   std::string metrics;
   bool quiet = false;
+  std::string log_format = "text";
 };
 
 // One error line from the rank that failed; other ranks are ended with it.
@@ -107,7 +108,8 @@ int run_train(const TrainArgs& args) {
     auto pc = make_parallel_context(std::move(world), config.parallel, ranks_per_node);
     const std::string metrics_path = metrics_path_of(config, args.metrics);
     TrainerOptions options_t{.resume_from = args.resume_from, .exit_after = args.exit_after, .quiet = args.quiet,
-                             .metrics_path = metrics_path, .stop_signal = &stop_signal};
+                             .metrics_path = metrics_path, .stop_signal = &stop_signal,
+                             .json_progress = args.log_format == "json"};
     // The run directory is rank 0's to judge (refuse a used one, move it aside, find the resume
     // point); every rank learns the outcome, and a refusal ends every rank cleanly.
     int64_t outcome[2] = {0, -1};  // {refused, resume step}
@@ -150,7 +152,7 @@ int run_train(const TrainArgs& args) {
       // The training succeeded: a report that cannot be drawn is a warning, never the exit status.
       try {
         const auto files = write_run_report(trainer.metrics_path(), dir.empty() ? "." : dir);
-        if (!args.quiet) log_info("{} pictures of the run in {}/ (loss.svg, step_time.svg, ...)", files.size(),
+        if (!args.quiet) log_info("{} pictures of the run in {}/ (index.html shows them all)", files.size(),
                                   dir.empty() ? "." : dir);
       } catch (const Error& e) {
         log_warn("training finished, but the pictures of the run were not drawn: {}", e.what());
@@ -189,6 +191,8 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--blas-threads", args->blas_threads, "BLAS threads per rank (default 1)")->check(CLI::PositiveNumber);
   cmd->add_option("--metrics", args->metrics, "JSONL metrics file (default: train.metrics_file)");
   cmd->add_flag("--quiet", args->quiet, "no per-step progress lines");
+  cmd->add_option("--log-format", args->log_format, "progress lines as text (default) or json (one object per line)")
+      ->check(CLI::IsMember({"text", "json"}));
   cmd->callback([args] {
     const int code = run_train(*args);
     if (code != 0) throw CLI::RuntimeError(code);

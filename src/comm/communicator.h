@@ -28,6 +28,8 @@
 
 namespace moe4d {
 
+class CommTrace;
+
 enum class ReduceOp { kSum, kMax, kMin };
 
 enum class CommOp { kAllReduce, kReduceScatter, kAllGather, kAllToAllV, kBroadcast, kSendRecv, kBarrier, kCount };
@@ -136,9 +138,15 @@ class Communicator {
   CommStats& stats() { return stats_; }
   const CommStats& stats() const { return stats_; }
 
+  // Traced steps (comm/comm_trace.h): borrowed, null (the default) records nothing. Attach and
+  // detach on all members at the same point, with no operation in flight.
+  void set_trace(CommTrace* trace) { trace_ = trace; }
+  CommTrace* trace() const { return trace_; }
+
  protected:
   Communicator() = default;
   CommStats stats_;
+  CommTrace* trace_ = nullptr;
 };
 
 }  // namespace moe4d

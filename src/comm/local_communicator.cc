@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "comm/comm_trace.h"
 #include "core/error.h"
 
 namespace moe4d {
@@ -29,6 +30,11 @@ LocalCommunicator::LocalCommunicator(std::string name, int world_rank)
 void LocalCommunicator::count_call(CommOp op, size_t bytes) {
   stats_[op].calls += 1;
   stats_[op].bytes += static_cast<int64_t>(bytes);
+  if (trace_) {  // one member: nothing to wait for, done on return
+    const int64_t now = trace_clock_ns();
+    trace_->add({.op = op, .label = comm_op_name(op), .bytes = int64_t(bytes), .launch_ns = now, .wait_ns = now,
+                 .end_ns = now, .last_arrival_ns = now, .last_member = 0});
+  }
 }
 
 std::unique_ptr<Work> LocalCommunicator::all_reduce_async(void* data, size_t count, DType dtype, ReduceOp op) {

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "comm/mpi_arrival_exchange.h"
 #include "comm/mpi_census.h"
 #include "comm/mpi_progress_engine.h"
 #include "comm/mpi_reduce_ops.h"
@@ -83,9 +84,9 @@ double census_grace_seconds(double timeout) { return std::clamp(0.25 * timeout, 
 class MpiWork final : public Work {
  public:
   MpiWork(MpiCommunicator* comm, CommOp op, const char* label, MPI_Request request, int64_t seq, int peer,
-          std::vector<int> owned_arrays, bool use_engine)
+          std::vector<int> owned_arrays, bool use_engine, std::unique_ptr<MpiArrivalExchange> exchange)
       : comm_(comm), op_(op), label_(label), seq_(seq), peer_(peer), started_(Clock::now()),
-        owned_arrays_(std::move(owned_arrays)) {
+        owned_arrays_(std::move(owned_arrays)), exchange_(std::move(exchange)) {
     if (use_engine)
       ticket_ = comm_->shared_->engine.submit(request);
     else
@@ -111,6 +112,7 @@ class MpiWork final : public Work {
   void wait() override {
     if (finished_) return;
     auto entered = Clock::now();
+    if (exchange_) exchange_->note_wait(entered.time_since_epoch().count());
     auto deadline = entered + std::chrono::duration_cast<Clock::duration>(
                                   std::chrono::duration<double>(comm_->options_.timeout_seconds));
     MpiCommunicator::WaitingMark mark(comm_, label_, entered);
@@ -162,6 +164,7 @@ class MpiWork final : public Work {
     const Clock::time_point from = std::max(started_, frontier);
     if (completed_at > from) comm_->stats_[op_].busy_seconds += seconds_between(from, completed_at);
     frontier = std::max(frontier, completed_at);
+    if (exchange_) exchange_->finish(completed_at.time_since_epoch().count());
   }
 
   MpiCommunicator* comm_;
@@ -173,6 +176,7 @@ class MpiWork final : public Work {
   MPI_Request request_ = MPI_REQUEST_NULL;
   std::shared_ptr<MpiProgressEngine::Ticket> ticket_;
   std::vector<int> owned_arrays_;  // MPI_Ialltoallv reads its count arrays until completion
+  std::unique_ptr<MpiArrivalExchange> exchange_;  // traced steps only
   bool finished_ = false;
 };
 
@@ -212,6 +216,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name, const CommOpti
   MPI_Group_free(&group);
   MPI_Group_free(&world_group);
   census_ = std::make_unique<MpiCensus>(comm_);
+  MPI_Comm_dup(comm_, &trace_comm_);
   shared_->watchdog.add(this);
 }
 
@@ -220,6 +225,7 @@ MpiCommunicator::~MpiCommunicator() {
   census_.reset();
   int finalized = 0;
   MPI_Finalized(&finalized);
+  if (!finalized && trace_comm_ != MPI_COMM_NULL) MPI_Comm_free(&trace_comm_);
   if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
@@ -240,11 +246,20 @@ int MpiCommunicator::to_count(size_t count, const char* op) const {
 }
 
 std::unique_ptr<Work> MpiCommunicator::make_work(CommOp op, const char* label, size_t bytes, MPI_Request request,
-                                                 int64_t seq, int peer, std::vector<int> owned_arrays) {
+                                                 int64_t seq, int peer, std::vector<int> owned_arrays, int tag) {
   stats_[op].calls += 1;
   stats_[op].bytes += static_cast<int64_t>(bytes);
   bool use_engine = shared_->options.progress_thread && bytes >= shared_->options.progress_min_bytes;
-  return std::make_unique<MpiWork>(this, op, label, request, seq, peer, std::move(owned_arrays), use_engine);
+  return std::make_unique<MpiWork>(this, op, label, request, seq, peer, std::move(owned_arrays), use_engine,
+                                   trace_ ? start_exchange(op, label, bytes, peer, tag) : nullptr);
+}
+
+std::unique_ptr<MpiArrivalExchange> MpiCommunicator::start_exchange(CommOp op, const char* label, size_t bytes,
+                                                                    int peer, int tag) {
+  using Kind = MpiArrivalExchange::Kind;
+  const Kind kind = peer < 0 ? Kind::kCollective : (label[0] == 's' ? Kind::kSend : Kind::kRecv);
+  return std::make_unique<MpiArrivalExchange>(*trace_, trace_comm_, size_, kind, op, label, bytes, peer, tag,
+                                              trace_clock_ns());
 }
 
 CensusAnswer MpiCommunicator::census_answer() const {
@@ -342,7 +357,7 @@ std::unique_ptr<Work> MpiCommunicator::send_async(const void* data, size_t count
   int n = to_count(count, "send");
   MPI_Request request;
   check(MPI_Isend(data, n, MpiReduceOps::datatype(dtype), dst, tag, comm_, &request), "MPI_Isend");
-  return make_work(CommOp::kSendRecv, "send", count * dtype_size(dtype), request, 0, dst);
+  return make_work(CommOp::kSendRecv, "send", count * dtype_size(dtype), request, 0, dst, {}, tag);
 }
 
 std::unique_ptr<Work> MpiCommunicator::recv_async(void* data, size_t count, DType dtype, int src, int tag) {
@@ -351,7 +366,7 @@ std::unique_ptr<Work> MpiCommunicator::recv_async(void* data, size_t count, DTyp
   int n = to_count(count, "recv");
   MPI_Request request;
   check(MPI_Irecv(data, n, MpiReduceOps::datatype(dtype), src, tag, comm_, &request), "MPI_Irecv");
-  return make_work(CommOp::kSendRecv, "recv", 0, request, 0, src);
+  return make_work(CommOp::kSendRecv, "recv", 0, request, 0, src, {}, tag);
 }
 
 void MpiCommunicator::barrier() {
@@ -361,7 +376,8 @@ void MpiCommunicator::barrier() {
 }
 
 template <typename Call>
-void MpiCommunicator::run_blocking(CommOp op, const char* label, size_t bytes, int peer, Call&& call) {
+void MpiCommunicator::run_blocking(CommOp op, const char* label, size_t bytes, int peer, Call&& call, int tag) {
+  std::unique_ptr<MpiArrivalExchange> exchange = trace_ ? start_exchange(op, label, bytes, peer, tag) : nullptr;
   stats_[op].calls += 1;
   stats_[op].bytes += static_cast<int64_t>(bytes);
   blocked_label_.store(label, std::memory_order_relaxed);
@@ -369,12 +385,14 @@ void MpiCommunicator::run_blocking(CommOp op, const char* label, size_t bytes, i
   blocked_peer_.store(peer, std::memory_order_relaxed);
   const Clock::time_point start = Clock::now();
   blocked_since_ns_.store(start.time_since_epoch().count(), std::memory_order_release);
+  if (exchange) exchange->note_wait(start.time_since_epoch().count());
   {
     WaitingMark mark(this, label, start);
     call();
   }
   blocked_since_ns_.store(0, std::memory_order_release);
   const Clock::time_point end = Clock::now();
+  if (exchange) exchange->finish(end.time_since_epoch().count());
   stats_[op].exposed_seconds += seconds_between(start, end);
   Clock::time_point& frontier = busy_frontier_[static_cast<int>(op)];
   stats_[op].busy_seconds += seconds_between(std::max(start, frontier), end);
@@ -453,8 +471,9 @@ void MpiCommunicator::send(const void* data, size_t count, DType dtype, int dst,
   if (dst < 0 || dst >= size_ || dst == rank_)
     fail("mpi backend: send on group {} to rank {}; expected another group rank in [0, {})", name_, dst, size_);
   const int n = to_count(count, "send");
-  run_blocking(CommOp::kSendRecv, "send", count * dtype_size(dtype), dst,
-               [&] { check(MPI_Send(data, n, MpiReduceOps::datatype(dtype), dst, tag, comm_), "MPI_Send"); });
+  run_blocking(
+      CommOp::kSendRecv, "send", count * dtype_size(dtype), dst,
+      [&] { check(MPI_Send(data, n, MpiReduceOps::datatype(dtype), dst, tag, comm_), "MPI_Send"); }, tag);
 }
 
 void MpiCommunicator::recv(void* data, size_t count, DType dtype, int src, int tag) {
@@ -463,7 +482,7 @@ void MpiCommunicator::recv(void* data, size_t count, DType dtype, int src, int t
   const int n = to_count(count, "recv");
   run_blocking(CommOp::kSendRecv, "recv", 0, src, [&] {
     check(MPI_Recv(data, n, MpiReduceOps::datatype(dtype), src, tag, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
-  });
+  }, tag);
 }
 
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, const std::string& name) {

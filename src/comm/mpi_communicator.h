@@ -50,6 +50,8 @@ struct MpiOptions {
 
 class MpiReduceOps;
 class MpiProgressEngine;
+class MpiCensus;
+class MpiArrivalExchange;
 
 class MpiCommunicator final : public Communicator, private MpiWatchdog::Client {
  public:
@@ -112,12 +114,15 @@ class MpiCommunicator final : public Communicator, private MpiWatchdog::Client {
   MpiCommunicator(MPI_Comm comm, std::string name, const CommOptions& options, std::shared_ptr<Shared> shared);
 
   // Wraps a started request into a Work; `seq` > 0 for collectives (their census sequence number).
+  // `tag`: of a send / recv (for the traced entry-time exchange).
   std::unique_ptr<Work> make_work(CommOp op, const char* label, size_t bytes, MPI_Request request, int64_t seq,
-                                  int peer, std::vector<int> owned_arrays = {});
+                                  int peer, std::vector<int> owned_arrays = {}, int tag = 0);
+  // On a traced step (trace_ set): the entry-time exchange of an operation started now.
+  std::unique_ptr<MpiArrivalExchange> start_exchange(CommOp op, const char* label, size_t bytes, int peer, int tag);
   int64_t next_seq() { return issued_.fetch_add(1) + 1; }
   // Runs a blocking MPI call, publishing to the watchdog that this thread is inside it.
   template <typename Call>
-  void run_blocking(CommOp op, const char* label, size_t bytes, int peer, Call&& call);
+  void run_blocking(CommOp op, const char* label, size_t bytes, int peer, Call&& call, int tag = 0);
   void watchdog_poll(std::chrono::steady_clock::time_point now) override;
   void check(int rc, const char* call) const;
   int to_count(size_t count, const char* op) const;
@@ -126,6 +131,7 @@ class MpiCommunicator final : public Communicator, private MpiWatchdog::Client {
   CensusAnswer census_answer() const;
 
   MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Comm trace_comm_ = MPI_COMM_NULL;  // private dup for the traced entry-time exchange
   std::string name_;
   CommOptions options_;
   std::shared_ptr<Shared> shared_;

@@ -135,6 +135,10 @@ struct TrainConfig {
   int eval_batches = 4;    // global batches of fixed validation windows per evaluation
   std::string metrics_file;  // JSONL; default <checkpoint.dir or .>/metrics.jsonl
   std::string init_from;     // checkpoint whose weights start a fresh run (fresh optimizer, step 0)
+  // Steps written to the Chrome Trace / Perfetto file <metrics folder>/trace.json.gz (docs/tracing.md),
+  // ascending; YAML: a list or a range "first-last". Empty: no trace.
+  std::vector<int> trace_steps;
+  std::string tensorboard_dir;  // TensorBoard event files of every step; empty: none
 
   bool operator==(const TrainConfig&) const = default;
 };

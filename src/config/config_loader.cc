@@ -522,6 +522,33 @@ void read_train(Section& s, TrainConfig& t) {
   s.read("eval_batches", t.eval_batches);
   s.read("metrics_file", t.metrics_file);
   s.read("init_from", t.init_from);
+  s.read("tensorboard_dir", t.tensorboard_dir);
+}
+
+// train.trace_steps: a list of steps, or a range "first-last" (or one step); stored sorted, unique.
+// Each step must be in [1, steps].
+void read_trace_steps(const ConfigReader& reader, Section& s, int steps, std::vector<int>& out) {
+  if (!s.has("trace_steps")) return;
+  if (s.node("trace_steps").IsScalar()) {
+    std::string text;
+    s.read("trace_steps", text);
+    const size_t dash = text.find('-', 1);
+    const std::optional<int> first = parse_integer<int>(text.substr(0, dash));
+    const std::optional<int> last = dash == std::string::npos ? first : parse_integer<int>(text.substr(dash + 1));
+    if (!first || !last || *last < *first)
+      reader.fail_at(s.line("trace_steps"), "train.trace_steps",
+                     fmt::format("expected a list of steps or a range 'first-last' with first <= last, got '{}'", text));
+    out.clear();
+    for (int step = *first; step <= *last; ++step) out.push_back(step);
+  } else {
+    s.read("trace_steps", out);
+  }
+  for (int step : out)
+    if (step < 1 || step > steps)
+      reader.fail_at(s.line("trace_steps"), "train.trace_steps",
+                     fmt::format("expected steps in [1, train.steps = {}], got {}", steps, step));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
 }
 
 bool is_rank_order(const std::string& order) {
@@ -779,8 +806,10 @@ Config parse_config(const std::string& yaml_text, const std::string& source_name
   Section train = top.section(
       "train", {"global_batch_size", "steps", "lr", "min_lr", "warmup_steps", "weight_decay", "grad_clip", "beta1",
                 "beta2", "eps", "seed", "precision", "loss_scale", "max_nonfinite_steps", "grad_compression",
-                "optimizer", "freeze_steps", "log_interval", "eval_interval", "eval_batches", "metrics_file", "init_from"});
+                "optimizer", "freeze_steps", "log_interval", "eval_interval", "eval_batches", "metrics_file",
+                "init_from", "trace_steps", "tensorboard_dir"});
   read_train(train, config.train);
+  read_trace_steps(reader, train, config.train.steps, config.train.trace_steps);
 
   Section data = top.section("data", {"train", "valid", "tokenizer", "format"});
   data.require("train");
@@ -867,6 +896,7 @@ std::string config_to_yaml(const Config& c) {
   put("log_interval", t.log_interval)("eval_interval", t.eval_interval)("eval_batches", t.eval_batches);
   put("metrics_file", t.metrics_file);
   put("init_from", t.init_from);
+  put("trace_steps", t.trace_steps)("tensorboard_dir", t.tensorboard_dir);
   out << YAML::EndMap;
 
   out << YAML::Key << "data" << YAML::Value << YAML::BeginMap;

@@ -88,6 +88,12 @@ void read_time(const Where& at, const json& time, StepMetrics& m) {
       if (!stats.is_object()) at.fail("\"{}\" must be an object, got {}", name, type_name(stats));
       const double exposed = at.number(stats, "exposed_s", name + ".exposed_s");
       if (!std::isnan(exposed)) m.comm_exposed_by_group[group] = exposed;
+      const double waiting = at.number(stats, "waiting_s", name + ".waiting_s");
+      const double transfer = at.number(stats, "transfer_s", name + ".transfer_s");
+      if (!std::isnan(waiting) && !std::isnan(transfer)) {
+        m.comm_waiting_by_group[group] = waiting;
+        m.comm_transfer_by_group[group] = transfer;
+      }
     }
   }
 }
@@ -205,6 +211,19 @@ StepMetrics read_record(const Where& at, const std::string& text) {
       m.rank_hosts.push_back((*hosts)[r].get<std::string>());
     }
   }
+  if (const json* memory = at.object(record, "memory", "memory"))
+    if (const json* ranks = at.array(*memory, "per_rank", "memory.per_rank"))
+      for (size_t r = 0; r < ranks->size(); ++r) {
+        const json& rank = (*ranks)[r];
+        const std::string name = fmt::format("memory.per_rank[{}]", r);
+        if (!rank.is_object()) at.fail("\"{}\" must be an object, got {}", name, type_name(rank));
+        auto bytes = [&](const char* key) {
+          const double v = at.number(rank, key, name + "." + key);
+          return std::isnan(v) ? 0.0 : v;
+        };
+        m.memory.push_back({bytes("params_bytes"), bytes("grads_bytes"), bytes("optimizer_bytes"),
+                            bytes("activations_peak_bytes"), bytes("device_bytes")});
+      }
   if (const json* pipeline = at.object(record, "pipeline", "pipeline")) read_pipeline_summary(at, *pipeline, m);
   if (const json* events = at.array(record, "pipeline_timeline", "pipeline_timeline")) read_pipeline(at, *events, m);
   return m;

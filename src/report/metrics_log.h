@@ -31,6 +31,12 @@ struct PipelineEvent {
   double start_s = 0, end_s = 0;
 };
 
+// Bytes one rank held at one step (`memory.per_rank[r]`).
+struct RankMemory {
+  double params = 0, grads = 0, optimizer = 0, activations = 0;
+  double device = 0;  // the device's memory when recorded (`device_bytes`), else 0
+};
+
 struct StepMetrics {
   int64_t step = 0;
   int line = 0;  // 1-based line of the record in the file (for messages)
@@ -43,6 +49,9 @@ struct StepMetrics {
   std::vector<double> rank_compute_s;
   // rank_hosts: the host of every world rank (written with the first step of each run); empty when absent.
   std::vector<std::string> rank_hosts;
+  // Traced steps: the exposed time split into waiting for the last member and transfer (rank 0).
+  std::map<std::string, double> comm_waiting_by_group, comm_transfer_by_group;
+  std::vector<RankMemory> memory;  // per rank; empty when not recorded
   // `moe`; absent for dense models (has_moe false, empty loads).
   bool has_moe = false;
   double aux_loss, z_loss, dropped_fraction;

@@ -148,24 +148,40 @@ std::string step_time_picture(const MetricsLog& log) {
   bars.y_label = "seconds per step";
   bars.integer_x = true;
   std::vector<std::vector<double>> per_group(groups.size());
+  // Traced steps split a group's exposed time into waiting for the last member and transfer.
+  std::vector<std::vector<double>> waiting(groups.size()), transfer(groups.size());
   std::vector<double> compute;
   for (const StepBucket& bucket : grouped.buckets) {
     const size_t b = bucket.begin, e = bucket.end;
-    std::vector<double> c, g(groups.size(), 0.0);
+    std::vector<double> c, g(groups.size(), 0.0), gw(groups.size(), 0.0), gt(groups.size(), 0.0);
     for (size_t i = b; i < e; ++i) {
       const StepMetrics& m = *timed[i];
       double exposed = 0;
       for (size_t k = 0; k < groups.size(); ++k) {
         const auto it = m.comm_exposed_by_group.find(groups[k]);
         const double v = it == m.comm_exposed_by_group.end() ? 0.0 : it->second;
-        g[k] += v / double(e - b);
+        const auto w = m.comm_waiting_by_group.find(groups[k]);
+        const auto t = m.comm_transfer_by_group.find(groups[k]);
+        if (w != m.comm_waiting_by_group.end() && t != m.comm_transfer_by_group.end()) {
+          const double split = std::min(v, w->second + t->second);
+          const double wait = split > 0 ? split * w->second / (w->second + t->second) : 0.0;
+          gw[k] += wait / double(e - b);
+          gt[k] += (split - wait) / double(e - b);
+          g[k] += (v - split) / double(e - b);
+        } else {
+          g[k] += v / double(e - b);
+        }
         exposed += v;
       }
       c.push_back(std::isfinite(m.compute_s) ? m.compute_s : m.step_s - exposed);
     }
     bars.x.push_back(bucket.center);
     compute.push_back(mean_finite(c));
-    for (size_t k = 0; k < groups.size(); ++k) per_group[k].push_back(g[k]);
+    for (size_t k = 0; k < groups.size(); ++k) {
+      per_group[k].push_back(g[k]);
+      waiting[k].push_back(gw[k]);
+      transfer[k].push_back(gt[k]);
+    }
   }
   if (grouped.per > 1) {
     bars.title += fmt::format(" (mean of {} steps per bar)", grouped.per);
@@ -174,8 +190,9 @@ std::string step_time_picture(const MetricsLog& log) {
   // Legend names carry each component's share of the total time: the one number people look for.
   double total = 0;
   for (double v : compute) total += std::isfinite(v) ? v : 0;
-  for (const auto& g : per_group)
-    for (double v : g) total += v;
+  for (const auto* parts : {&per_group, &waiting, &transfer})
+    for (const auto& g : *parts)
+      for (double v : g) total += v;
   auto share = [total](const std::vector<double>& values) {
     double sum = 0;
     for (double v : values) sum += std::isfinite(v) ? v : 0;
@@ -189,12 +206,21 @@ std::string step_time_picture(const MetricsLog& log) {
                                                                           {"other", "other comm"}};
   for (size_t k = 0; k < groups.size(); ++k) {
     // Groups that would read "0.0%" (a one-rank run's bookkeeping messages) are invisible as bars.
-    if (share(per_group[k]) < 0.05) continue;
+    if (share(per_group[k]) + share(waiting[k]) + share(transfer[k]) < 0.05) continue;
     std::string name = groups[k] + " comm";
     for (const auto& [g, n] : kNames)
       if (g == groups[k]) name = n;
-    bars.components.push_back(
-        {fmt::format("exposed {} {:.1f}%", name, share(per_group[k])), per_group[k], palette_color(k + 1)});
+    const bool traced = share(waiting[k]) + share(transfer[k]) >= 0.05;
+    if (share(per_group[k]) >= 0.05 || !traced)
+      bars.components.push_back({fmt::format("exposed {}{} {:.1f}%", name, traced ? " (untraced steps)" : "",
+                                             share(per_group[k])),
+                                 per_group[k], traced ? "#c7c7c7" : palette_color(k + 1)});
+    if (traced) {
+      bars.components.push_back({fmt::format("{} waiting for last member {:.1f}%", name, share(waiting[k])),
+                                 waiting[k], palette_color(k + 6)});
+      bars.components.push_back({fmt::format("{} transfer {:.1f}%", name, share(transfer[k])), transfer[k],
+                                 palette_color(k + 1)});
+    }
   }
   return stacked_bars(bars);
 }

@@ -36,6 +36,12 @@ std::string step_time_picture(const MetricsLog& log);   // step_time.svg
 // moe_pictures.cc
 std::vector<int> moe_layers(const MetricsLog& log);                 // layers with expert loads, sorted
 std::string expert_load_picture(const MetricsLog& log, int layer);  // expert_load_layer<L>.svg
+// health_pictures.cc
+std::string memory_picture(const MetricsLog& log);      // memory.svg
+std::string moe_losses_picture(const MetricsLog& log);  // moe_losses.svg
+std::string comm_share_picture(const MetricsLog& log);  // comm_share.svg
+// run_index.cc: one HTML page showing every picture in `pictures` with the run's numbers.
+std::string run_index_html(const MetricsLog& log, const std::vector<std::pair<std::string, std::string>>& pictures);
 // pipeline_pictures.cc
 std::string pipeline_timeline_picture(const MetricsLog& log);  // pipeline_timeline.svg
 std::string pipeline_bubble_picture(const MetricsLog& log);    // pipeline_bubble.svg

@@ -43,6 +43,9 @@ std::vector<std::pair<std::string, std::string>> render_run_report(const Metrics
   add("pipeline_timeline.svg", pipeline_timeline_picture(log));
   add("pipeline_bubble.svg", pipeline_bubble_picture(log));
   add("rank_compute.svg", rank_compute_picture(log));
+  add("memory.svg", memory_picture(log));
+  add("moe_losses.svg", moe_losses_picture(log));
+  add("comm_share.svg", comm_share_picture(log));
   return files;
 }
 
@@ -56,7 +59,9 @@ std::vector<std::string> write_run_report(const std::string& metrics_path, const
     fail("cannot create output directory {}: {}", dir.string(), ec ? ec.message() : "a file is in the way");
   }
   std::vector<std::string> written;
-  for (const auto& [name, content] : render_run_report(log)) {
+  std::vector<std::pair<std::string, std::string>> files = render_run_report(log);
+  files.emplace_back("index.html", run_index_html(log, files));  // last: it shows the pictures above
+  for (const auto& [name, content] : files) {
     const std::string path = (dir / name).string();
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out << content;

@@ -11,6 +11,11 @@
 //   pipeline_timeline.svg     the last recorded pipeline schedule (Gantt chart per stage)
 //   pipeline_bubble.svg       measured pipeline bubble vs the schedule's formula, per step
 //   rank_compute.svg          per rank and step: compute time / the step's median rank (report/rank_times.h)
+//   memory.svg                per rank: params / grads / optimizer / peak activations (stacked, last
+//                             step) and each rank's total over the steps (device memory when known)
+//   moe_losses.svg            MoE aux and z loss, and the dropped fraction of routed slots, vs step
+//   comm_share.svg            exposed communication per group as % of the step, with the 15% guideline
+//   index.html                (write_run_report) every picture above on one page, with its numbers
 // Long runs are averaged over 2, 5, 10, 20, ... steps into at most ~150 bars / heatmap columns,
 // aligned to round step numbers, so that the files stay small and the labels read 100, 200, ...
 #pragma once
@@ -26,7 +31,7 @@ namespace moe4d {
 // Throws moe4d::Error when neither exists.
 std::string resolve_metrics_path(const std::string& metrics_or_run_dir);
 
-// The SVG documents of a run, as (file name, content), in the order listed above.
+// The SVG documents of a run, as (file name, content), in the order listed above (without index.html).
 std::vector<std::pair<std::string, std::string>> render_run_report(const MetricsLog& log);
 
 // Reads `metrics_path`, writes the pictures into `output_dir` (created if missing; empty = the

@@ -103,6 +103,7 @@ double StepExecutor::evaluate(const MicroBatchFill& fill, int first, int count) 
 
 double StepExecutor::run(const std::vector<PipelineAction>& actions, const Pass& pass, StepTrace& trace) {
   const auto t0 = Clock::now();
+  trace.origin = t0;
   auto since_start = [t0] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   scratch_.reset_peak();
   transfer_peak_ = buffers_.size() - free_buffers_.size();

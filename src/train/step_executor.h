@@ -22,6 +22,7 @@
 // Threading: one thread, the trainer's. Not copyable.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -48,6 +49,7 @@ struct StepTrace {
     double start_s = 0, end_s = 0;
   };
   std::vector<Event> events;         // every forward / backward, in execution order
+  std::chrono::steady_clock::time_point origin;  // the clock time of 0 s
   double span_s = 0;                 // until the end of the last action (gradient sync not included)
   double busy_s = 0;                 // sum of the actions' durations (compute and in-stage TP/EP collectives)
   double recv_wait_s = 0;            // blocked on a neighbouring stage's activations or gradients

@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <ctime>
+#include <filesystem>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -17,6 +19,7 @@
 #include "train/stage_partition.h"
 #include "train/tensor_gather.h"
 #include "train/training_data.h"
+#include "trace/tensorboard_sink.h"
 
 namespace moe4d {
 namespace {
@@ -88,12 +91,18 @@ Trainer::Trainer(const Config& config, ParallelContext& pc, TrainerOptions optio
   log_memory_table();  // collective; rank 0 logs unless quiet
 
   gather_rank_hosts();
-  if (pc_.rank == 0 && !options_.evaluation_only) {  // evaluation writes no metrics file
-    std::string path = options_.metrics_path;
-    if (path.empty()) path = config.train.metrics_file;
-    if (path.empty()) path = config.checkpoint.dir.empty() ? "metrics.jsonl" : config.checkpoint.dir + "/metrics.jsonl";
-    metrics_ = MetricsWriter(path, step_);
+  std::string path = options_.metrics_path;
+  if (path.empty()) path = config.train.metrics_file;
+  if (path.empty()) path = config.checkpoint.dir.empty() ? "metrics.jsonl" : config.checkpoint.dir + "/metrics.jsonl";
+  if (pc_.rank == 0 && !options_.evaluation_only) metrics_ = MetricsWriter(path, step_);  // eval writes none
+  // The trace sits next to the metrics file (collective: clock offsets between the ranks).
+  if (!config.train.trace_steps.empty() && !options_.evaluation_only) {
+    const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+    tracer_ = std::make_unique<StepTracer>(config.train.trace_steps, pc_, (dir / "trace.json.gz").string(),
+                                           config.model.num_layers);
   }
+  if (pc_.rank == 0 && !config.train.tensorboard_dir.empty() && !options_.evaluation_only)
+    sinks_.push_back(std::make_unique<TensorBoardSink>(config.train.tensorboard_dir));
 }
 
 Trainer::~Trainer() = default;
@@ -120,6 +129,15 @@ StepResult Trainer::train_step() {
   const int m = par.micro_batch_num, replicas = par.data_replicas();
   const int64_t step = step_ + 1;
   const CommSnapshot comm_before = snapshot(pc_);
+  // Traced steps: consecutive phases of the step on the compute track (train/step_tracer.h).
+  const bool traced = tracer_ && tracer_->active();
+  auto phase_start = t0;
+  const auto phase = [&](const char* name) {
+    if (!traced) return;
+    const auto now = Clock::now();
+    tracer_->span(name, "step", phase_start, now);
+    phase_start = now;
+  };
   begin_zero_step(step);  // zeroes the gradients (trainer_zero.cc)
   for (MoeLayerStats& s : moe_stats_) {
     std::fill(s.tokens_per_expert.begin(), s.tokens_per_expert.end(), 0.0);
@@ -137,7 +155,10 @@ StepResult Trainer::train_step() {
   const float micro_batch_weight = loss_scale / float(replicas * m);
   executor_->set_numerics(step_numerics(step));
   const double ce_sum = executor_->train(fill, micro_batch_weight, &moe_stats_, *grad_sync_);
+  phase("forward/backward");
+  if (traced) tracer_->add_actions(executor_->last_trace());
   grad_sync_->finish();
+  phase("gradient sync");
   MOE4D_CHECK_MSG(!gemm16_ || gemm16_->calls() > 0, "train.precision is 16-bit but no block GEMM used it");
 
   // One world reduction carries the step's scalars and the expert load. Each value is contributed by
@@ -157,6 +178,7 @@ StepResult Trainer::train_step() {
     }
   }
   pc_.world->all_reduce(reduced.data(), reduced.size(), DType::kF64, ReduceOp::kSum);
+  phase("loss and load reduction");
 
   StepResult r;
   r.step = step;
@@ -166,6 +188,7 @@ StepResult Trainer::train_step() {
   r.z_loss = reduced[2] / micro_batches;
   r.total_loss = r.loss + config_.model.moe.aux_loss_coeff * r.aux_loss + config_.model.moe.z_loss_coeff * r.z_loss;
   r.grad_norm = clip_gradients() / loss_scale;  // of the unscaled gradients
+  phase("gradient norm");
   // A non-finite gradient element anywhere makes the reduced norm non-finite: the norm's one world
   // reduction is every rank's overflow check. A skipped step leaves parameters, AdamW state and
   // router biases untouched; the data position still advances with the step number.
@@ -183,10 +206,17 @@ StepResult Trainer::train_step() {
   // The loss scale is divided out in the optimizer's gradient multiplier (exact: a power of two);
   // AdamW's bias correction counts the updates actually made.
   if (!r.skipped) optimizer_step(step - guard_.skipped_steps(), r.lr, grad_scale / loss_scale);
+  phase("optimizer");
   std::vector<double> load(reduced.begin() + 5, reduced.end());
   if (!r.skipped && config_.model.moe.router_bias_update_rate > 0) update_router_bias(load);
   step_ = step;
-  r.seconds = seconds_since(t0);
+  const auto t_end = Clock::now();
+  r.seconds = std::chrono::duration<double>(t_end - t0).count();
+  if (traced) {
+    phase_start = std::min(phase_start, t_end);
+    tracer_->span("router bias", "step", phase_start, t_end);
+    tracer_->span(fmt::format("step {}", step), "step", t0, t_end, {{"step_s", r.seconds}});
+  }
 
   // Timing breakdown.
   const CommSnapshot comm_after = snapshot(pc_);
@@ -196,6 +226,12 @@ StepResult Trainer::train_step() {
                          {"dp", comm_json(comm_after.dp, comm_before.dp, &exposed)},
                          {"pp", comm_json(comm_after.pp, comm_before.pp, &exposed)},
                          {"other", comm_json(comm_after.other, comm_before.other, &exposed)}};
+  // Traced steps: the blocked time of each group split into waiting for the last member and transfer.
+  if (traced) {
+    const nlohmann::json splits = tracer_->comm_split();
+    for (const auto& [group, split] : splits.items())
+      if (comm.contains(group)) comm[group].update(split);
+  }
   r.record = step_record(r, load, reduced[3], reduced[4], r.seconds);
   r.record["loss_scale"] = r.loss_scale;
   r.record["overflow"] = r.overflow;
@@ -283,10 +319,14 @@ void Trainer::run() {
   const auto t0 = Clock::now();
   const int64_t first = step_;
   while (step_ < stop) {
+    const bool traced = tracer_ && tracer_->traces(step_ + 1);
+    if (traced) tracer_->begin_step(step_ + 1, *model_, zero_hooks_.get());
     StepResult r = train_step();
     const int eval_every = config_.train.eval_interval;
     if (eval_every > 0 && (step_ % eval_every == 0 || step_ == total) && valid_data_) {
+      const auto eval_start = Clock::now();
       r.record["val_loss"] = evaluate();
+      if (traced) tracer_->span("evaluation", "evaluation", eval_start, Clock::now());
     }
     std::string metrics_error;  // rank 0: a failed metrics write stops the run, with a checkpoint
     if (pc_.rank == 0) {
@@ -295,20 +335,15 @@ void Trainer::run() {
       } catch (const Error& e) {
         metrics_error = e.what();
       }
-      if (!options_.quiet && (step_ % config_.train.log_interval == 0 || step_ == stop)) {
-        const double elapsed = seconds_since(t0);
-        const double eta = elapsed / double(step_ - first) * double(stop - step_);
-        std::string line = fmt::format("step {:>5}/{} | loss {:.4f}", step_, total, r.loss);
-        if (config_.model.is_moe()) line += fmt::format(" | aux {:.4f}", r.aux_loss);
-        if (r.record.contains("val_loss")) line += fmt::format(" | val {:.4f}", r.record["val_loss"].get<double>());
-        if (loss_scaler_.dynamic()) line += fmt::format(" | scale {:g}", r.loss_scale);
-        if (r.skipped) line += fmt::format(" | skipped ({} so far)", guard_.skipped_steps());
-        line += fmt::format(" | lr {:.2e} | gnorm {:.3f} | {} tok/s | {:.0f} ms/step | eta {}", r.lr, r.grad_norm,
-                            format_count(r.record["tokens_per_s"].get<double>()), r.seconds * 1e3,
-                            format_duration(eta));
-        fmt::print("{}\n", line);
-        std::fflush(stdout);
-      }
+      for (const std::unique_ptr<RunSink>& sink : sinks_) sink->on_step(r.record);
+      window_.steps += 1;
+      window_.loss += r.loss;
+      window_.aux += r.aux_loss;
+      window_.grad_norm += r.grad_norm;
+      window_.seconds += r.seconds;
+      window_.tokens += r.record["tokens"].get<double>();
+      if (!options_.quiet && (step_ % config_.train.log_interval == 0 || step_ == stop))
+        print_progress(r, stop, seconds_since(t0), first);
     }
     // Once per step every rank learns whether any rank was asked to stop (a signal may reach one
     // rank only) or could not write the metrics file, so that all stop after the same step.
@@ -321,6 +356,7 @@ void Trainer::run() {
     const bool checkpoint_due = (interval > 0 && step_ % interval == 0) || step_ == total || step_ == stop || stopping;
     std::string checkpoint_error;
     if (!config_.checkpoint.dir.empty() && checkpoint_due) {
+      const auto save_start = Clock::now();
       // Inside a streak of non-finite steps the newest checkpoint stays the last good one.
       if (guard_.streak() == 0) {
         try {
@@ -332,7 +368,9 @@ void Trainer::run() {
       } else if (pc_.rank == 0) {
         log_warn("step {}: checkpoint not written, {} consecutive non-finite step(s)", step_, guard_.streak());
       }
+      if (traced) tracer_->span("checkpoint", "checkpoint", save_start, Clock::now());
     }
+    if (traced) tracer_->end_step(*model_, zero_hooks_.get());
     if (stop_flags[1]) {
       const std::string what = metrics_error.empty() ? "the metrics file could not be written on rank 0" : metrics_error;
       std::string saved = "checkpoint written: " + last_checkpoint_ + " (continue with --resume)";
@@ -343,9 +381,45 @@ void Trainer::run() {
     }
     if (stop_flags[0]) {
       stopped_by_signal_ = stop_flags[0];
-      return;
+      break;
     }
   }
+  if (tracer_) tracer_->finish();
+}
+
+void Trainer::print_progress(const StepResult& r, int64_t stop, double elapsed, int64_t first) {
+  // Means over the steps since the previous line (the log interval), not the last step alone.
+  const ProgressWindow w = window_;
+  window_ = ProgressWindow{};
+  const double n = std::max(w.steps, 1);
+  const double eta = elapsed / double(step_ - first) * double(stop - step_);
+  const double tokens_per_s = w.seconds > 0 ? w.tokens / w.seconds : 0.0;
+  char stamp[32];
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  const int total = config_.train.steps;
+  if (options_.json_progress) {
+    nlohmann::json line = {{"time", stamp},          {"step", step_},          {"steps", total},
+                           {"interval_steps", w.steps}, {"loss", w.loss / n},  {"lr", r.lr},
+                           {"grad_norm", w.grad_norm / n}, {"tokens_per_s", tokens_per_s},
+                           {"step_ms", w.seconds / n * 1e3}, {"eta_s", eta}, {"skipped_steps", guard_.skipped_steps()}};
+    if (config_.model.is_moe()) line["aux_loss"] = w.aux / n;
+    if (r.record.contains("val_loss")) line["val_loss"] = r.record["val_loss"];
+    if (loss_scaler_.dynamic()) line["loss_scale"] = r.loss_scale;
+    fmt::print("{}\n", line.dump());
+  } else {
+    std::string line = fmt::format("{} step {:>5}/{} | loss {:.4f}", stamp, step_, total, w.loss / n);
+    if (config_.model.is_moe()) line += fmt::format(" | aux {:.4f}", w.aux / n);
+    if (r.record.contains("val_loss")) line += fmt::format(" | val {:.4f}", r.record["val_loss"].get<double>());
+    if (loss_scaler_.dynamic()) line += fmt::format(" | scale {:g}", r.loss_scale);
+    if (r.skipped) line += fmt::format(" | skipped ({} so far)", guard_.skipped_steps());
+    line += fmt::format(" | lr {:.2e} | gnorm {:.3f} | {} tok/s | {:.0f} ms/step | eta {}", r.lr, w.grad_norm / n,
+                        format_count(tokens_per_s), w.seconds / n * 1e3, format_duration(eta));
+    fmt::print("{}\n", line);
+  }
+  std::fflush(stdout);
 }
 
 BlockNumerics Trainer::step_numerics(int64_t step) {

@@ -35,6 +35,8 @@
 #include "train/nonfinite_guard.h"
 #include "train/optimizer.h"
 #include "train/step_executor.h"
+#include "train/step_tracer.h"
+#include "trace/run_sink.h"
 #include "train/tensor_gather.h"
 #include "train/zero_layer_hooks.h"
 #include "train/zero_layout.h"
@@ -56,6 +58,7 @@ struct TrainerOptions {
   // run() reads it once per step and agrees over all ranks (any rank's signal stops every rank
   // after the same step), then writes a checkpoint and returns. Borrowed; null: never stop early.
   const std::atomic<int>* stop_signal = nullptr;
+  bool json_progress = false;  // progress lines as JSON objects (`train --log-format json`)
 };
 
 struct StepResult {
@@ -131,6 +134,15 @@ class Trainer {
   BlockNumerics step_numerics(int64_t step);
   [[noreturn]] void stop_nonfinite(int64_t step, const MicroBatchFill& fill, float grad_scale);
   nlohmann::json numerics_state() const;
+  // The progress line of the steps since the previous one (means over the log interval).
+  struct ProgressWindow {
+    int steps = 0;
+    double loss = 0, aux = 0, grad_norm = 0, seconds = 0, tokens = 0;
+  };
+  void print_progress(const StepResult& r, int64_t stop, double elapsed, int64_t first);
+  ProgressWindow window_;
+  std::unique_ptr<StepTracer> tracer_;             // train.trace_steps
+  std::vector<std::unique_ptr<RunSink>> sinks_;    // world rank 0: TensorBoard
   void restore_numerics_state(const nlohmann::json& state, const std::string& origin);
 
   const Config& config_;

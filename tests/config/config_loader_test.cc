@@ -455,5 +455,22 @@ TEST(ConfigErrors, BadEnumValues) {
             "distinct ranks");
 }
 
+TEST(ConfigLoader, TraceStepsListOrRange) {
+  Config c = parse_config(minimal_with("  steps: 10\n", "  steps: 10\n  trace_steps: \"3-5\"\n"), "t.yaml");
+  EXPECT_EQ(c.train.trace_steps, (std::vector<int>{3, 4, 5}));
+  c = parse_config(minimal_with("  steps: 10\n", "  steps: 10\n  trace_steps: [9, 2, 2]\n  tensorboard_dir: tb\n"),
+                   "t.yaml");
+  EXPECT_EQ(c.train.trace_steps, (std::vector<int>{2, 9}));
+  EXPECT_EQ(c.train.tensorboard_dir, "tb");
+  EXPECT_EQ(parse_config(config_to_yaml(c), "echo.yaml").train, c.train);
+  EXPECT_EQ(parse_config(minimal_with("  steps: 10\n", "  steps: 10\n  trace_steps: 7\n"), "t.yaml").train.trace_steps,
+            (std::vector<int>{7}));
+  EXPECT_EQ(error_of(minimal_with("  steps: 10\n", "  steps: 10\n  trace_steps: \"5-3\"\n")),
+            "demo.yaml:11: train.trace_steps: expected a list of steps or a range 'first-last' with first <= last, got "
+            "'5-3'");
+  EXPECT_EQ(error_of(minimal_with("  steps: 10\n", "  steps: 10\n  trace_steps: [4, 11]\n")),
+            "demo.yaml:11: train.trace_steps: expected steps in [1, train.steps = 10], got 11");
+}
+
 }  // namespace
 }  // namespace moe4d
