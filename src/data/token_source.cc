@@ -20,6 +20,7 @@ class OwnedTokenDataset final : public TokenSource {
   int64_t vocab_size() const override { return dataset_.vocab_size(); }
   std::string name() const override { return dataset_.paths().bin; }
   void read(int64_t offset, int64_t count, int32_t* out) const override { dataset_.read(offset, count, out); }
+  std::string tokenizer_spec() const override { return dataset_.tokenizer_spec(); }
 
  private:
   TokenDataset dataset_;
@@ -40,6 +41,7 @@ class ConcatenatedTokenSource final : public TokenSource {
   int64_t num_documents() const override { return documents_; }
   int64_t vocab_size() const override { return vocab_; }
   std::string name() const override { return parts_.front()->name(); }
+  std::string tokenizer_spec() const override { return parts_.front()->tokenizer_spec(); }
   void read(int64_t offset, int64_t count, int32_t* out) const override {
     MOE4D_CHECK(offset >= 0 && count >= 0 && offset + count <= total_);
     size_t part = std::upper_bound(starts_.begin(), starts_.end(), offset) - starts_.begin() - 1;

@@ -30,6 +30,8 @@ class TokenSource {
   // Copies ids [offset, offset + count) into `out`. Offsets out of range are a caller bug (CHECK);
   // an id the source cannot hold is a moe4d::Error naming the file and the index.
   virtual void read(int64_t offset, int64_t count, int32_t* out) const = 0;
+  // The tokenizer the files name (a moe4d shard header's load_tokenizer() spec); empty if none.
+  virtual std::string tokenizer_spec() const { return ""; }
 };
 
 // A borrowed TokenDataset seen as a TokenSource.
@@ -41,6 +43,7 @@ class TokenDatasetView final : public TokenSource {
   int64_t vocab_size() const override { return dataset_.vocab_size(); }
   std::string name() const override { return dataset_.paths().bin; }
   void read(int64_t offset, int64_t count, int32_t* out) const override { dataset_.read(offset, count, out); }
+  std::string tokenizer_spec() const override { return dataset_.tokenizer_spec(); }
 
  private:
   const TokenDataset& dataset_;

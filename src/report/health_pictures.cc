@@ -38,7 +38,7 @@ std::string memory_picture(const MetricsLog& log) {
   const size_t ranks = last->memory.size();
   double largest = 0;
   for (const StepMetrics& m : log.steps)
-    for (const RankMemory& x : m.memory)
+    for (const RankMemoryRecord& x : m.memory)
       largest = std::max({largest, x.params + x.grads + x.optimizer + x.activations, x.device});
   const auto [kGiB, unit] = bytes_unit(largest);
   const double panel_h = 320;
@@ -53,7 +53,7 @@ std::string memory_picture(const MetricsLog& log) {
   std::vector<double> params, grads, optimizer, activations;
   double device = 0;
   for (size_t r = 0; r < ranks; ++r) {
-    const RankMemory& m = last->memory[r];
+    const RankMemoryRecord& m = last->memory[r];
     bars.x.push_back(double(r));
     params.push_back(m.params / kGiB);
     grads.push_back(m.grads / kGiB);
@@ -75,7 +75,7 @@ std::string memory_picture(const MetricsLog& log) {
     s.name = fmt::format("rank {}", r);
     for (const StepMetrics& m : log.steps) {
       if (m.memory.size() <= r) continue;
-      const RankMemory& x = m.memory[r];
+      const RankMemoryRecord& x = m.memory[r];
       s.x.push_back(double(m.step));
       s.y.push_back((x.params + x.grads + x.optimizer + x.activations) / kGiB);
     }

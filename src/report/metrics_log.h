@@ -32,7 +32,7 @@ struct PipelineEvent {
 };
 
 // Bytes one rank held at one step (`memory.per_rank[r]`).
-struct RankMemory {
+struct RankMemoryRecord {
   double params = 0, grads = 0, optimizer = 0, activations = 0;
   double device = 0;  // the device's memory when recorded (`device_bytes`), else 0
 };
@@ -51,7 +51,7 @@ struct StepMetrics {
   std::vector<std::string> rank_hosts;
   // Traced steps: the exposed time split into waiting for the last member and transfer (rank 0).
   std::map<std::string, double> comm_waiting_by_group, comm_transfer_by_group;
-  std::vector<RankMemory> memory;  // per rank; empty when not recorded
+  std::vector<RankMemoryRecord> memory;  // per rank; empty when not recorded
   // `moe`; absent for dense models (has_moe false, empty loads).
   bool has_moe = false;
   double aux_loss, z_loss, dropped_fraction;

@@ -90,7 +90,7 @@ std::string numbers_for(const std::string& file, const MetricsLog& log) {
     double peak = 0;
     size_t at = 0;
     for (size_t r = 0; r < last.memory.size(); ++r) {
-      const RankMemory& m = last.memory[r];
+      const RankMemoryRecord& m = last.memory[r];
       const double total = m.params + m.grads + m.optimizer + m.activations;
       if (total > peak) peak = total, at = r;
     }

@@ -109,7 +109,8 @@ void Trainer::save_checkpoint() {
       writer.add_safetensors("optimizer.safetensors", optimizer_state, {{"optimizer", optimizer_->name()}});
       // The tokenizer travels with the checkpoint (generate needs nothing else): a sentencepiece
       // model is copied in, its checksum in the manifest and in state.json.
-      std::string tokenizer = config_.data.tokenizer.empty() ? train_data_->tokenizer_spec() : config_.data.tokenizer;
+      std::string tokenizer = config_.data.tokenizer;
+      if (tokenizer.empty() && train_data_) tokenizer = train_data_->source(0).tokens->tokenizer_spec();
       nlohmann::json tokenizer_state = {{"spec", tokenizer}};
       if (!tokenizer.empty() && tokenizer != "bytes") {
         tokenizer = std::filesystem::absolute(tokenizer).lexically_normal().string();
