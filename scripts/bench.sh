@@ -4,7 +4,7 @@
 # machine: the benchmarks compare against this machine's own GEMM peak and raw MPI, measured in the
 # same run, but other work on the cores still shows up as noise.
 #
-# usage: scripts/bench.sh [name ...]   names: train comm scaling moe pipeline zero precision plan
+# usage: scripts/bench.sh [name ...]   names: train comm scaling moe pipeline zero precision plan data
 #        (default: all; the planner's calibration is separate: bench/calibrate/calibrate.sh)
 set -euo pipefail
 
@@ -36,11 +36,12 @@ bench() {
     zero) run zero mpi 2 "$B/zero/zero_bench" --config="$ROOT/configs/tiny.yaml" ;;
     precision) run precision "$B/precision/precision_bench" 3 small ;;
     plan) run plan_search "$B/plan/plan_search_bench" ;;
-    *) echo "bench.sh: unknown benchmark '$1' (expected train comm scaling moe pipeline zero precision plan)" >&2
+    data) run shard_verify "$B/data/shard_verify_bench" --mib=512 ;;
+    *) echo "bench.sh: unknown benchmark '$1' (expected train comm scaling moe pipeline zero precision plan data)" >&2
        exit 2 ;;
   esac
 }
 
 names=("$@")
-[[ ${#names[@]} -gt 0 ]] || names=(train comm scaling moe pipeline zero precision plan)
+[[ ${#names[@]} -gt 0 ]] || names=(train comm scaling moe pipeline zero precision plan data)
 for n in "${names[@]}"; do bench "$n"; done

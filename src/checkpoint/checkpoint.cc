@@ -244,12 +244,12 @@ Checkpoint Checkpoint::open(const std::string& path_in) {
   nlohmann::json manifest;
   try {
     manifest = nlohmann::json::parse(read_text(dir + "/" + kManifest));
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number overflow
     corrupt(fmt::format("{} is not valid JSON ({})", kManifest, e.what()));
   }
-  if (!manifest.is_object() || manifest.value("format", "") != kFormat)
+  if (!manifest.is_object() || !manifest["format"].is_string() || manifest["format"] != kFormat)
     corrupt(fmt::format("{} has no \"format\": \"{}\"", kManifest, kFormat));
-  if (!manifest["version"].is_number_integer() || manifest["version"].get<int>() != kVersion)
+  if (!manifest["version"].is_number_integer() || manifest["version"].get<int64_t>() != kVersion)
     corrupt(fmt::format("{} has version {}, expected {}", kManifest, manifest["version"].dump(), kVersion));
   if (!manifest["step"].is_number_integer()) corrupt(fmt::format("{} has no integer \"step\"", kManifest));
   if (named_by_step && manifest["step"].get<int64_t>() != step)
@@ -300,7 +300,7 @@ nlohmann::json Checkpoint::json(const std::string& name) const {
   const std::string path = file_path(name);
   try {
     return nlohmann::json::parse(read_text(path));
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number overflow
     fail("{}: not valid JSON ({})", path, e.what());
   }
 }

@@ -164,7 +164,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(bytes + 8, bytes + 8 + header_len);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number overflow
     fail("{}: header is not valid JSON: {}", path, e.what());
   }
   if (!header.is_object()) fail("{}: header is {}, expected a JSON object", path, header.type_name());
@@ -182,7 +182,9 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
       }
       continue;
     }
-    const auto bad = [&](const std::string& what) { fail("{}: tensor '{}': {}", path, name, what); };
+    const auto bad = [&, tensor = std::string(name)](const std::string& what) {
+      fail("{}: tensor '{}': {}", path, tensor, what);
+    };
     if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
       bad("expected an object with dtype, shape and data_offsets");
     DType dtype{};

@@ -5,18 +5,21 @@
 #include <omp.h>
 #endif
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <new>
+#include <stdexcept>
+#include <string>
 
 #include "cli/commands.h"
+#include "cli/train_preflight.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_runtime.h"
 #include "config/config_loader.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "parallel/layout_check.h"
 #include "report/run_report.h"
-#include "train/feature_gate.h"
 #include "train/trainer.h"
 
 namespace moe4d {
@@ -32,6 +35,46 @@ struct TrainArgs {
   bool quiet = false;
 };
 
+// One error line from the rank that failed; other ranks are ended with it.
+int fail_run(const MpiRuntime& mpi, const std::string& message) {
+  if (mpi.world_size() > 1)
+    std::fprintf(stderr, "moe4d: error (rank %d): %s\n", mpi.world_rank(), message.c_str());
+  else
+    std::fprintf(stderr, "moe4d: error: %s\n", message.c_str());
+  std::fflush(stderr);
+  if (mpi.world_size() > 1) MPI_Abort(MPI_COMM_WORLD, 2);
+  return 2;
+}
+
+std::string out_of_memory_message(const Config& config, const char* phase, const std::string& what) {
+  std::string estimate;
+  try {
+    estimate = fmt::format(" (the planner estimates {:.2f} GiB per rank for {})",
+                           config_memory_per_rank(config).total() / (1024.0 * 1024.0 * 1024.0), config.source);
+  } catch (const std::exception&) {
+  }
+  return fmt::format("{} while {}{}; lower the sizes or spread the model over more ranks", what, phase, estimate);
+}
+
+// This machine's memory for one rank: ranks per node from parallel_config.local_worker_num or MPI's
+// shared-memory split, and the smallest figure over all ranks, so every rank reaches one verdict.
+RankMemory job_memory_per_rank(const Config& config) {
+  int ranks_per_node = config.parallel.local_worker_num;
+  if (ranks_per_node <= 0) {
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_size(node, &ranks_per_node);
+    MPI_Comm_free(&node);
+  }
+  // A local_worker_num above the world size cannot share one node's memory more thinly than that.
+  RankMemory memory = this_machine_memory(std::min(ranks_per_node, std::max(1, config.parallel.world_size())));
+  double smallest = memory.bytes;
+  MPI_Allreduce(&memory.bytes, &smallest, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+  if (smallest < memory.bytes) memory.description += ", less on another node of the job";
+  memory.bytes = smallest;
+  return memory;
+}
+
 int run_train(const TrainArgs& args) {
   MpiRuntime mpi(nullptr, nullptr);
   set_log_rank(mpi.world_rank(), mpi.world_size());
@@ -40,12 +83,13 @@ int run_train(const TrainArgs& args) {
   // every rank exits cleanly. Errors after set-up may be rank-specific and abort the whole job.
   try {
     config = load_config(args.config);
-    validate_layout(config.model, config.parallel, config.train.global_batch_size, mpi.world_size());
-    check_training_support(config);
+    preflight_train(config, mpi.world_size(), job_memory_per_rank(config));
   } catch (const Error& e) {
     if (mpi.world_rank() == 0) std::fprintf(stderr, "moe4d: error: %s\n", e.what());
     return 2;
   }
+  // What is being allocated, for the message when an allocation fails (std::bad_alloc).
+  const char* phase = "setting up the ranks";
   try {
     openblas_set_num_threads(args.blas_threads);
 #ifdef MOE4D_HAVE_OPENMP
@@ -66,8 +110,11 @@ int run_train(const TrainArgs& args) {
     if (pc->rank == 0 && !args.quiet)
       log_info("{} ranks: dp {} x ep {} x tp {} x pp {}, micro_batch_num {}", pc->grid.world_size(), pc->dp_size(),
                pc->ep_size(), pc->tp_size(), pc->pp_size(), config.parallel.micro_batch_num);
+    phase = "allocating the model's parameters, gradients, optimizer state and step buffers";
     Trainer trainer(config, *pc, options_t);
+    phase = "training (activations and communication buffers of a step)";
     trainer.run();
+    phase = "writing the run report";
     if (pc->rank == 0 && std::filesystem::is_regular_file(trainer.metrics_path())) {  // pictures next to the metrics
       const std::string dir = std::filesystem::path(trainer.metrics_path()).parent_path().string();
       const auto files = write_run_report(trainer.metrics_path(), dir.empty() ? "." : dir);
@@ -75,13 +122,11 @@ int run_train(const TrainArgs& args) {
                                 dir.empty() ? "." : dir);
     }
   } catch (const Error& e) {
-    if (mpi.world_size() > 1)
-      std::fprintf(stderr, "moe4d: error (rank %d): %s\n", mpi.world_rank(), e.what());
-    else
-      std::fprintf(stderr, "moe4d: error: %s\n", e.what());
-    std::fflush(stderr);
-    if (mpi.world_size() > 1) MPI_Abort(MPI_COMM_WORLD, 2);
-    return 2;
+    return fail_run(mpi, e.what());
+  } catch (const std::bad_alloc&) {
+    return fail_run(mpi, out_of_memory_message(config, phase, "out of memory"));
+  } catch (const std::length_error& e) {
+    return fail_run(mpi, out_of_memory_message(config, phase, fmt::format("a size too large to allocate ({})", e.what())));
   }
   return 0;
 }

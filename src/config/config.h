@@ -116,10 +116,21 @@ struct TrainConfig {
   bool operator==(const TrainConfig&) const = default;
 };
 
+// One source of a training blend (data.train as a list, or Megatron's "0.7 a 0.3 b").
+struct DataSourceConfig {
+  std::string path;
+  double weight = 1.0;
+  std::string format;  // "moe4d" | "megatron"; empty: data.format
+
+  bool operator==(const DataSourceConfig&) const = default;
+};
+
 struct DataConfig {
-  std::string train;      // token shard (.bin with .json header) written by `moe4d prepare`
+  std::string train;      // token shard (.bin with .json header) written by `moe4d prepare`; the first source
   std::string valid;      // optional
   std::string tokenizer;  // sentencepiece .model, or "bytes"
+  std::string format = "moe4d";                // of valid and of train sources without their own
+  std::vector<DataSourceConfig> train_sources;  // every source of data.train (one for a plain path)
 
   bool operator==(const DataConfig&) const = default;
 };

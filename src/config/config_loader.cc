@@ -93,6 +93,20 @@ std::optional<bool> parse_bool(std::string_view text) {
   return std::nullopt;
 }
 
+// The index of the first byte of `text` that is a control character or not part of valid UTF-8.
+std::optional<size_t> first_unprintable(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7f) return i;
+    const size_t length = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    if (length == 0 || i + length > text.size()) return i;
+    for (size_t k = 1; k < length; ++k)
+      if ((static_cast<unsigned char>(text[i + k]) >> 6) != 0x2) return i;
+    i += length;
+  }
+  return std::nullopt;
+}
+
 // Where a key was written: the path as the user spelled it (an alias stays an alias), the 1-based
 // line, and the scalar text (empty for maps and lists).
 struct KeyInfo {
@@ -253,8 +267,15 @@ class Section {
     if (!value) fail_type(key, "true or false", text);
     out = *value;
   }
+  // Strings are paths and names: control characters and invalid UTF-8 are refused (they would not
+  // survive config_to_yaml, which echoes the config into checkpoints; found by fuzz_config_loader).
   void read_as(const std::string& key, const std::string& canonical, std::string& out) {
     out = scalar(key, canonical, "a string");
+    if (const auto bad = first_unprintable(out))
+      reader_.fail_at(line(key), child(key),
+                      fmt::format("byte {} (0x{:02x}) is a control character or not UTF-8, expected printable UTF-8 "
+                                  "text",
+                                  *bad, static_cast<unsigned char>(out[*bad])));
   }
   void read_as(const std::string& key, const std::string& canonical, std::optional<double>& out) {
     if (node(key).IsNull()) {
@@ -289,6 +310,54 @@ class Section {
   std::string path_;
   std::map<std::string, Entry> entries_;
 };
+
+// data.train: a path, Megatron's flat "w1 path1 w2 path2 ..." string, or a list of
+// {path, weight, format} maps. Every form fills data.train_sources; data.train keeps the first path.
+void read_train_sources(ConfigReader& reader, Section& data, DataConfig& d) {
+  const YAML::Node& node = data.node("train");
+  const int line = data.line("train");
+  d.train_sources.clear();
+  if (node.IsSequence()) {
+    reader.record("data.train", KeyInfo{"data.train", line, ""});
+    if (node.size() == 0) reader.fail_at(line, "data.train", "expected at least one source, got an empty list");
+    for (size_t i = 0; i < node.size(); ++i) {
+      const std::string path = fmt::format("data.train[{}]", i);
+      const int element_line = node[i].Mark().line + 1;
+      if (!node[i].IsMap())
+        reader.fail_at(element_line, path, fmt::format("expected a map {{path, weight, format}}, got {}", describe(node[i])));
+      Section source(reader, node[i], path, element_line, {"path", "weight", "format"});
+      source.require("path");
+      DataSourceConfig s;
+      source.read("path", s.path);
+      source.read("weight", s.weight);
+      source.read("format", s.format);
+      d.train_sources.push_back(s);
+    }
+  } else {
+    std::string text;
+    data.read("train", text);
+    std::istringstream words(text);
+    std::vector<std::string> parts;
+    for (std::string w; words >> w;) parts.push_back(w);
+    if (parts.size() <= 1) {
+      d.train_sources.push_back({.path = text});
+    } else {
+      if (parts.size() % 2 != 0)
+        reader.fail_at(line, "data.train",
+                       fmt::format("expected a path or weight/path pairs like \"0.7 a 0.3 b\", got '{}' ({} words)",
+                                   text, parts.size()));
+      for (size_t i = 0; i < parts.size(); i += 2) {
+        std::optional<double> w = parse_number(parts[i]);
+        if (!w)
+          reader.fail_at(line, "data.train",
+                         fmt::format("expected weight/path pairs like \"0.7 a 0.3 b\", got '{}' where a weight belongs",
+                                     parts[i]));
+        d.train_sources.push_back({.path = parts[i + 1], .weight = *w});
+      }
+    }
+  }
+  d.train = d.train_sources.front().path;
+}
 
 void read_model(Section& s, ModelConfig& m) {
   for (const char* key : {"vocab_size", "hidden_size", "num_layers", "num_heads", "ffn_hidden_size", "seq_length"})
@@ -538,6 +607,19 @@ void validate(const Config& c, const ConfigReader& r) {
   positive("train.eval_batches", t.eval_batches);
 
   r.require(!c.data.train.empty(), "data.train", "the path of a token shard", c.data.train);
+  auto known_format = [](const std::string& f) { return f == "moe4d" || f == "megatron"; };
+  r.require(known_format(c.data.format), "data.format", "moe4d or megatron", c.data.format);
+  for (size_t i = 0; i < c.data.train_sources.size(); ++i) {
+    const DataSourceConfig& s = c.data.train_sources[i];
+    const std::string at = fmt::format("data.train[{}]", i);
+    if (r.find("data.train[0].path")) {  // the list form: each key has its own line
+      r.require(!s.path.empty(), at + ".path", "the path of a token shard", s.path);
+      r.require(s.format.empty() || known_format(s.format), at + ".format", "moe4d or megatron", s.format);
+      r.require(s.weight > 0, at + ".weight", "a positive number", str(s.weight));
+    } else {
+      r.require(s.weight > 0, "data.train", "positive weights", str(s.weight));
+    }
+  }
   r.require(c.checkpoint.keep >= 1, "checkpoint.keep", "a positive integer", str(c.checkpoint.keep));
   non_negative("checkpoint.interval", c.checkpoint.interval);
 }
@@ -569,6 +651,32 @@ class MapWriter {
   YAML::Emitter& out_;
 };
 
+// The 1-based line of a document marker that ends the first document, or 0. A marker is '---' or
+// '...' at the start of a line, alone or followed by a space (YAML forbids both inside scalars of a
+// document, so a text scan finds exactly them); before any content it only opens the first document,
+// and a '...' with nothing but comments after it only closes it. The text is scanned rather than
+// asking yaml-cpp's LoadAll, which loops without end on some malformed input.
+int second_document_line(const std::string& text) {
+  std::istringstream in(text);
+  std::string line;
+  bool content = false;
+  int end_marker = 0;
+  for (int number = 1; std::getline(in, line); ++number) {
+    const bool marker = (line.rfind("---", 0) == 0 || line.rfind("...", 0) == 0) &&
+                        (line.size() == 3 || line[3] == ' ' || line[3] == '\t' || line[3] == '\r');
+    const size_t first = line.find_first_not_of(" \t\r");
+    const bool has_content = first != std::string::npos && line[first] != '#' && line[first] != '%';
+    if (marker) {
+      if (content && line[0] == '-') return number;
+      if (content && end_marker == 0) end_marker = number;
+      continue;
+    }
+    if (has_content && end_marker > 0) return end_marker;
+    if (has_content) content = true;
+  }
+  return 0;
+}
+
 }  // namespace
 
 Config parse_config(const std::string& yaml_text, const std::string& source_name) {
@@ -578,6 +686,11 @@ Config parse_config(const std::string& yaml_text, const std::string& source_name
   } catch (const YAML::ParserException& e) {
     fail("{}:{}:{}: invalid YAML: {}", source_name, e.mark.line + 1, e.mark.column + 1, e.msg);
   }
+  // yaml-cpp's Load keeps the first document only and would silently drop the rest of the file.
+  if (const int line = second_document_line(yaml_text))
+    fail("{}:{}: a second YAML document starts here, expected one document (remove the '---' or '...' line; "
+         "everything after it would be ignored)",
+         source_name, line);
   ConfigReader reader(source_name);
   Config config;
   config.source = source_name;
@@ -605,11 +718,12 @@ Config parse_config(const std::string& yaml_text, const std::string& source_name
                 "optimizer", "freeze_steps", "log_interval", "eval_interval", "eval_batches", "metrics_file"});
   read_train(train, config.train);
 
-  Section data = top.section("data", {"train", "valid", "tokenizer"});
+  Section data = top.section("data", {"train", "valid", "tokenizer", "format"});
   data.require("train");
-  data.read("train", config.data.train);
+  read_train_sources(reader, data, config.data);
   data.read("valid", config.data.valid);
   data.read("tokenizer", config.data.tokenizer);
+  data.read("format", config.data.format);
 
   Section checkpoint = top.section("checkpoint", {"dir", "interval", "keep"});
   checkpoint.read("dir", config.checkpoint.dir);
@@ -681,7 +795,22 @@ std::string config_to_yaml(const Config& c) {
   out << YAML::EndMap;
 
   out << YAML::Key << "data" << YAML::Value << YAML::BeginMap;
-  put("train", c.data.train)("valid", c.data.valid)("tokenizer", c.data.tokenizer);
+  const bool plain_train = c.data.train_sources.size() <= 1 &&
+                           (c.data.train_sources.empty() ||
+                            (c.data.train_sources[0].weight == 1.0 && c.data.train_sources[0].format.empty()));
+  if (plain_train) {
+    put("train", c.data.train);
+  } else {
+    out << YAML::Key << "train" << YAML::Value << YAML::BeginSeq;
+    for (const DataSourceConfig& s : c.data.train_sources) {
+      out << YAML::Flow << YAML::BeginMap;
+      put("path", s.path)("weight", s.weight);
+      if (!s.format.empty()) put("format", s.format);
+      out << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+  }
+  put("valid", c.data.valid)("tokenizer", c.data.tokenizer)("format", c.data.format);
   out << YAML::EndMap << YAML::Key << "checkpoint" << YAML::Value << YAML::BeginMap;
   put("dir", c.checkpoint.dir)("interval", c.checkpoint.interval)("keep", c.checkpoint.keep);
   out << YAML::EndMap << YAML::EndMap;

@@ -1,6 +1,8 @@
 // data/corpus_reader.cc — corpus file discovery, '%'-separated documents, UTF-8 check.
 #include "data/corpus_reader.h"
 
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -31,7 +33,21 @@ bool is_blank(std::string_view text) {
 
 }  // namespace
 
+bool CorpusFileFilter::keeps(const std::string& relative_path) const {
+  const std::string name = fs::path(relative_path).filename().string();
+  auto matches = [&](const std::string& pattern) {
+    const std::string& subject = pattern.find('/') == std::string::npos ? name : relative_path;
+    return ::fnmatch(pattern.c_str(), subject.c_str(), 0) == 0;
+  };
+  if (!include.empty() && std::none_of(include.begin(), include.end(), matches)) return false;
+  return std::none_of(exclude.begin(), exclude.end(), matches);
+}
+
 std::vector<std::string> list_corpus_files(const std::vector<std::string>& inputs) {
+  return list_corpus_files(inputs, CorpusFileFilter{});
+}
+
+std::vector<std::string> list_corpus_files(const std::vector<std::string>& inputs, const CorpusFileFilter& filter) {
   if (inputs.empty()) fail("no corpus inputs given (expected files or directories of text)");
   std::vector<std::string> files;
   for (const std::string& input : inputs) {
@@ -48,7 +64,9 @@ std::vector<std::string> list_corpus_files(const std::vector<std::string>& input
           it.disable_recursion_pending();
           continue;
         }
-        if (!skipped_in_directory(*it)) found.push_back(it->path().string());
+        if (skipped_in_directory(*it)) continue;
+        if (!filter.keeps(fs::relative(it->path(), input, ec).generic_string())) continue;
+        found.push_back(it->path().string());
       }
       std::sort(found.begin(), found.end());
       files.insert(files.end(), found.begin(), found.end());
@@ -66,8 +84,8 @@ std::vector<std::string> list_corpus_files(const std::vector<std::string>& input
     for (const std::string& input : inputs) listed += (listed.empty() ? "" : ", ") + input;
     fail(
         "no corpus files found in {} (directories are searched for text files; *.dat files and symlinks are "
-        "skipped)",
-        listed);
+        "skipped{})",
+        listed, filter.include.empty() && filter.exclude.empty() ? "" : ", and the --include/--exclude rules apply");
   }
   return unique;
 }

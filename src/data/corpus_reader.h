@@ -21,6 +21,17 @@ inline constexpr const char* kDefaultCorpusDir = "/usr/share/games/fortunes";
 // Throws moe4d::Error if an input does not exist or nothing is left.
 std::vector<std::string> list_corpus_files(const std::vector<std::string>& inputs);
 
+// Glob rules for the files found in directories (`prepare --include/--exclude`; fnmatch syntax).
+// A pattern without '/' is matched against the file name, one with '/' against the path relative
+// to the input directory ('*' then also matches '/'). A file is kept if `include` is empty or one
+// include pattern matches, and no exclude pattern matches. Files named directly are always kept.
+struct CorpusFileFilter {
+  std::vector<std::string> include;
+  std::vector<std::string> exclude;
+  bool keeps(const std::string& relative_path) const;
+};
+std::vector<std::string> list_corpus_files(const std::vector<std::string>& inputs, const CorpusFileFilter& filter);
+
 // Documents of `text`: the runs of lines between separator lines ("%", optionally "%\r"), each
 // keeping its line breaks; documents that are only whitespace are dropped.
 std::vector<std::string> split_documents(std::string_view text);

@@ -34,6 +34,9 @@ std::string sentencepiece_error_text(std::string_view error_message) {
 SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_path)
     : model_path_(model_path), processor_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
   std::error_code ec;
+  if (std::filesystem::is_directory(model_path, ec))
+    fail("tokenizer model {} is a directory, expected \"bytes\" or the path of a sentencepiece .model file",
+         model_path);
   if (!std::filesystem::is_regular_file(model_path, ec))
     fail("tokenizer model {} not found (expected \"bytes\" or the path of a sentencepiece .model file)", model_path);
   sentencepiece::util::Status status = processor_->Load(model_path);

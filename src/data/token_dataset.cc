@@ -7,12 +7,15 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 
 #include "core/check.h"
 #include "core/error.h"
 #include "core/sha256.h"
+#include "data/atomic_file.h"
 
 namespace moe4d {
 namespace {
@@ -29,13 +32,38 @@ int64_t copy_ids(const unsigned char* data, int64_t offset, int64_t count, int64
   return bad;
 }
 
+// The marker that a shard passed verify_payload(): next to the .bin, keyed by what would change if
+// either file were replaced or rewritten (the .bin's size, mtime and inode, the header's own hash
+// and the payload hash it promises). A marker that does not match byte for byte is ignored.
+constexpr const char* kVerifiedSuffix = ".verified";
+constexpr int64_t kRacySeconds = 2;
+
+std::string verified_marker(const struct stat& st, const std::string& header_hash, const TokenShardHeader& header) {
+  return fmt::format(
+      "{{\"format\": \"moe4d-tokens-verified\", \"bin_bytes\": {}, \"bin_mtime_ns\": {}, \"bin_inode\": {}, "
+      "\"header_sha256\": \"{}\", \"sha256\": \"{}\", \"vocab_size\": {}}}\n",
+      static_cast<int64_t>(st.st_size), static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
+      static_cast<uint64_t>(st.st_ino), header_hash, header.sha256, header.vocab_size);
+}
+
+// The contents of a small file, or "" if it is absent, unreadable or larger than 4 KiB.
+std::string read_small_file(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (!file) return "";
+  char buffer[4096];
+  const size_t n = std::fread(buffer, 1, sizeof(buffer), file);
+  std::fclose(file);
+  return n < sizeof(buffer) ? std::string(buffer, n) : std::string();
+}
+
 }  // namespace
 
 TokenDataset TokenDataset::open(const std::string& path, bool verify) {
   TokenDataset dataset;
   dataset.paths_ = token_shard_paths(path);
   const TokenShardPaths& paths = dataset.paths_;
-  dataset.header_ = read_token_shard_header(paths.json);
+  const std::string header_text = read_token_shard_header_text(paths.json);
+  dataset.header_ = parse_token_shard_header(header_text, paths.json);
   const TokenShardHeader& header = dataset.header_;
 
   int fd = ::open(paths.bin.c_str(), O_RDONLY | O_CLOEXEC);
@@ -62,8 +90,19 @@ TokenDataset TokenDataset::open(const std::string& path, bool verify) {
   dataset.mapped_bytes_ = expected;
 
   if (verify) {
-    dataset.verify_checksum();
-    dataset.validate_tokens();
+    const std::string marker = verified_marker(st, sha256_hex(header_text.data(), header_text.size()), header);
+    if (read_small_file(paths.bin + kVerifiedSuffix) != marker) {
+      dataset.verify_payload();
+      // Best effort: a read-only data directory only means the next open hashes again. A .bin
+      // modified in the last seconds is not marked: file times are coarse (a few ms), so a rewrite
+      // within the same tick would keep size, mtime and inode and inherit a stale marker.
+      if (std::time(nullptr) - st.st_mtim.tv_sec > kRacySeconds) {
+        try {
+          write_file_atomically(paths.bin + kVerifiedSuffix, marker);
+        } catch (const Error&) {
+        }
+      }
+    }
   }
   return dataset;
 }
@@ -124,39 +163,28 @@ int32_t TokenDataset::token(int64_t index) const {
 }
 
 void TokenDataset::validate_tokens() const {
-  const size_t item = token_dtype_size(header_.dtype);
-  int64_t bad_count = 0;
-  int64_t first_bad = -1;
-  uint64_t first_value = 0;
-  for (int64_t i = 0; i < header_.num_tokens; ++i) {
-    uint64_t id = 0;
-    if (item == 2) {
-      uint16_t v;
-      std::memcpy(&v, data_ + i * 2, 2);
-      id = v;
-    } else {
-      uint32_t v;
-      std::memcpy(&v, data_ + i * 4, 4);
-      id = v;
-    }
-    if (id >= static_cast<uint64_t>(header_.vocab_size)) {
-      if (first_bad < 0) {
-        first_bad = i;
-        first_value = id;
-      }
-      ++bad_count;
-    }
-  }
-  if (bad_count > 0)
-    fail("token shard {}: {} of {} tokens are >= vocab_size {} from its header (first: token {} at index {})",
-         paths_.bin, bad_count, header_.num_tokens, header_.vocab_size, first_value, first_bad);
+  report_out_of_vocab(scan_token_payload(data_, mapped_bytes_, header_.dtype, header_.vocab_size));
 }
 
-void TokenDataset::verify_checksum() const {
-  std::string actual = sha256_hex(data_, mapped_bytes_);
+void TokenDataset::verify_checksum() const { report_sha256(sha256_hex(data_, mapped_bytes_)); }
+
+void TokenDataset::verify_payload() const {
+  const TokenPayloadCheck check = scan_token_payload(data_, mapped_bytes_, header_.dtype, header_.vocab_size);
+  report_sha256(check.sha256);
+  report_out_of_vocab(check);
+}
+
+void TokenDataset::report_sha256(const std::string& actual) const {
   if (actual != header_.sha256)
     fail("token shard {}: sha256 is {}, but its header {} says {} (corrupt or replaced .bin)", paths_.bin, actual,
          paths_.json, header_.sha256);
+}
+
+void TokenDataset::report_out_of_vocab(const TokenPayloadCheck& check) const {
+  if (check.out_of_vocab > 0)
+    fail("token shard {}: {} of {} tokens are >= vocab_size {} from its header (first: token {} at index {})",
+         paths_.bin, check.out_of_vocab, header_.num_tokens, header_.vocab_size, check.first_bad_id,
+         check.first_bad_index);
 }
 
 }  // namespace moe4d

@@ -1,10 +1,13 @@
 // data/token_dataset.h — a read-only, memory-mapped token shard (format: data/token_shard_format.h).
 //
-// open() validates everything that is cheap: header present and well-formed, the .bin present and
-// exactly num_tokens * itemsize bytes. With verify=true it also checks the .bin's SHA-256 against the
-// header and runs validate_tokens() (both read the whole file; `prepare` and tests use it, training
-// may skip it for large shards). Independently of verify, read() rejects any id >= vocab_size it
-// copies, so a corrupt id can never reach the embedding.
+// open() validates the header (present, well-formed, num_tokens representable) and that the .bin is
+// exactly num_tokens * itemsize bytes. With verify=true (the default) it also makes one streaming
+// pass over the .bin (scan_token_payload): its SHA-256 must match the header and every id must be
+// < vocab_size. A shard that passed is marked by `<stem>.bin.verified` (keyed by the .bin's size,
+// mtime and inode and the header's hash), so a multi-GB shard is hashed once, not at every open;
+// the marker is best effort (a read-only directory only costs the pass again). Independently of
+// verify, read() rejects any id >= vocab_size it copies, so a corrupt id can never reach the
+// embedding.
 //
 // Every failure is a moe4d::Error with one line naming the file. Move-only; the mapping is shared
 // read-only, so concurrent const calls are safe.
@@ -20,7 +23,7 @@ namespace moe4d {
 class TokenDataset {
  public:
   // `path`: the .bin, the .json or their common stem.
-  static TokenDataset open(const std::string& path, bool verify = false);
+  static TokenDataset open(const std::string& path, bool verify = true);
 
   ~TokenDataset();
   TokenDataset(TokenDataset&& other) noexcept;
@@ -48,10 +51,14 @@ class TokenDataset {
   void validate_tokens() const;
   // Throws moe4d::Error naming the file if the .bin's SHA-256 differs from the header's.
   void verify_checksum() const;
+  // Both checks in one pass (what open() runs).
+  void verify_payload() const;
 
  private:
   TokenDataset() = default;
   void release();
+  void report_sha256(const std::string& actual) const;
+  void report_out_of_vocab(const TokenPayloadCheck& check) const;
 
   TokenShardPaths paths_;
   TokenShardHeader header_;

@@ -50,5 +50,20 @@ std::string token_shard_header_json(const TokenShardHeader& header);
 // right types, known format/version/dtype, num_tokens > 0, vocab_size that fits the dtype.
 // Throws moe4d::Error with one line naming the file and what was wrong.
 TokenShardHeader read_token_shard_header(const std::string& json_path);
+// The same checks on header text already read; `json_path` names it in messages.
+TokenShardHeader parse_token_shard_header(const std::string& text, const std::string& json_path);
+// The text of the header file (moe4d::Error naming it if missing, a directory or unreadable).
+std::string read_token_shard_header_text(const std::string& json_path);
+
+// One streaming pass over a token payload (little-endian ids of `dtype`, `bytes` a multiple of the
+// item size): its SHA-256 and the ids >= vocab_size. Reusable by any format whose payload is a flat
+// id array (the first bad id is reported by index into the payload).
+struct TokenPayloadCheck {
+  std::string sha256;           // lowercase hex
+  int64_t out_of_vocab = 0;     // ids >= vocab_size
+  int64_t first_bad_index = -1;
+  uint64_t first_bad_id = 0;
+};
+TokenPayloadCheck scan_token_payload(const unsigned char* data, size_t bytes, TokenDType dtype, int64_t vocab_size);
 
 }  // namespace moe4d

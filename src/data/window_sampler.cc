@@ -10,15 +10,15 @@
 namespace moe4d {
 namespace {
 
-void check_window_fits(const TokenDataset& dataset, int seq_len) {
-  if (seq_len < 1) fail("sequence length {} for token shard {} must be >= 1", seq_len, dataset.paths().bin);
+void check_window_fits(const TokenSource& dataset, int seq_len) {
+  if (seq_len < 1) fail("sequence length {} for token shard {} must be >= 1", seq_len, dataset.name());
   if (dataset.num_tokens() < static_cast<int64_t>(seq_len) + 1)
-    fail("token shard {} has {} tokens, fewer than seq_length + 1 = {} needed for one window", dataset.paths().bin,
+    fail("token shard {} has {} tokens, fewer than seq_length + 1 = {} needed for one window", dataset.name(),
          dataset.num_tokens(), static_cast<int64_t>(seq_len) + 1);
 }
 
 // Both rows come from one read of seq_len + 1 ids: targets are inputs shifted by one.
-void copy_window(const TokenDataset& dataset, int64_t start, int seq_len, int32_t* inputs, int32_t* targets,
+void copy_window(const TokenSource& dataset, int64_t start, int seq_len, int32_t* inputs, int32_t* targets,
                  std::vector<int32_t>& scratch) {
   scratch.resize(static_cast<size_t>(seq_len) + 1);
   dataset.read(start, seq_len + 1, scratch.data());
@@ -34,12 +34,12 @@ int64_t training_window_offset(int64_t num_tokens, uint64_t seed, int64_t step, 
   return static_cast<int64_t>(h % static_cast<uint64_t>(num_tokens - seq_len));
 }
 
-void sample_training_window(const TokenDataset& dataset, uint64_t seed, int64_t step, int64_t sequence_index,
+void sample_training_window(const TokenSource& dataset, uint64_t seed, int64_t step, int64_t sequence_index,
                             int seq_len, int32_t* inputs, int32_t* targets) {
   fill_batch(dataset, seed, step, sequence_index, 1, seq_len, inputs, targets);
 }
 
-void fill_batch(const TokenDataset& dataset, uint64_t seed, int64_t step, int64_t first_sequence, int64_t count,
+void fill_batch(const TokenSource& dataset, uint64_t seed, int64_t step, int64_t first_sequence, int64_t count,
                 int seq_len, int32_t* inputs, int32_t* targets) {
   check_window_fits(dataset, seq_len);
   std::vector<int32_t> scratch;
@@ -57,7 +57,7 @@ int64_t eval_window_offset(int64_t num_tokens, int64_t index, int64_t num_window
   return static_cast<int64_t>(last_start * static_cast<uint64_t>(index) / static_cast<uint64_t>(num_windows - 1));
 }
 
-void sample_eval_window(const TokenDataset& dataset, int64_t index, int64_t num_windows, int seq_len, int32_t* inputs,
+void sample_eval_window(const TokenSource& dataset, int64_t index, int64_t num_windows, int seq_len, int32_t* inputs,
                         int32_t* targets) {
   check_window_fits(dataset, seq_len);
   std::vector<int32_t> scratch;
@@ -65,7 +65,7 @@ void sample_eval_window(const TokenDataset& dataset, int64_t index, int64_t num_
               scratch);
 }
 
-int64_t max_eval_windows(const TokenDataset& dataset, int seq_len) {
+int64_t max_eval_windows(const TokenSource& dataset, int seq_len) {
   check_window_fits(dataset, seq_len);
   return (dataset.num_tokens() - 1) / seq_len;
 }

@@ -11,22 +11,25 @@
 //
 // Output rows are int32 ids, seq_len per sequence, row-major [count, seq_len]. A dataset shorter
 // than seq_len + 1 tokens, or seq_len < 1, is a moe4d::Error naming the shard. Thread-safe.
+// Every function takes any TokenSource (moe4d or Megatron shards, numbered shards); the
+// TokenDataset overloads view one shard as a source.
 #pragma once
 
 #include <cstdint>
 
 #include "data/token_dataset.h"
+#include "data/token_source.h"
 
 namespace moe4d {
 
 // First token of the training window (seed, step, sequence_index); in [0, num_tokens - seq_len).
 int64_t training_window_offset(int64_t num_tokens, uint64_t seed, int64_t step, int64_t sequence_index, int seq_len);
 
-void sample_training_window(const TokenDataset& dataset, uint64_t seed, int64_t step, int64_t sequence_index,
+void sample_training_window(const TokenSource& dataset, uint64_t seed, int64_t step, int64_t sequence_index,
                             int seq_len, int32_t* inputs, int32_t* targets);
 
 // Sequences first_sequence .. first_sequence + count - 1 of `step`; inputs/targets are [count, seq_len].
-void fill_batch(const TokenDataset& dataset, uint64_t seed, int64_t step, int64_t first_sequence, int64_t count,
+void fill_batch(const TokenSource& dataset, uint64_t seed, int64_t step, int64_t first_sequence, int64_t count,
                 int seq_len, int32_t* inputs, int32_t* targets);
 
 // Validation uses `num_windows` fixed windows spread evenly over the whole shard (first at 0, last
@@ -35,9 +38,25 @@ void fill_batch(const TokenDataset& dataset, uint64_t seed, int64_t step, int64_
 // floor(index * (num_tokens - seq_len - 1) / (num_windows - 1)). Windows overlap only when
 // num_windows > max_eval_windows(). index must be in [0, num_windows) (CHECK).
 int64_t eval_window_offset(int64_t num_tokens, int64_t index, int64_t num_windows, int seq_len);
-void sample_eval_window(const TokenDataset& dataset, int64_t index, int64_t num_windows, int seq_len, int32_t* inputs,
+void sample_eval_window(const TokenSource& dataset, int64_t index, int64_t num_windows, int seq_len, int32_t* inputs,
                         int32_t* targets);
 // How many non-overlapping windows of seq_len (+1 target) the shard holds: (num_tokens - 1) / seq_len.
-int64_t max_eval_windows(const TokenDataset& dataset, int seq_len);
+int64_t max_eval_windows(const TokenSource& dataset, int seq_len);
+
+inline void sample_training_window(const TokenDataset& dataset, uint64_t seed, int64_t step, int64_t sequence_index,
+                                   int seq_len, int32_t* inputs, int32_t* targets) {
+  sample_training_window(TokenDatasetView(dataset), seed, step, sequence_index, seq_len, inputs, targets);
+}
+inline void fill_batch(const TokenDataset& dataset, uint64_t seed, int64_t step, int64_t first_sequence, int64_t count,
+                       int seq_len, int32_t* inputs, int32_t* targets) {
+  fill_batch(TokenDatasetView(dataset), seed, step, first_sequence, count, seq_len, inputs, targets);
+}
+inline void sample_eval_window(const TokenDataset& dataset, int64_t index, int64_t num_windows, int seq_len,
+                               int32_t* inputs, int32_t* targets) {
+  sample_eval_window(TokenDatasetView(dataset), index, num_windows, seq_len, inputs, targets);
+}
+inline int64_t max_eval_windows(const TokenDataset& dataset, int seq_len) {
+  return max_eval_windows(TokenDatasetView(dataset), seq_len);
+}
 
 }  // namespace moe4d

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -87,6 +88,70 @@ int parse_positive(const std::string& key, const std::string& value) {
   return static_cast<int>(v);
 }
 
+// How messages name the inputs of a layout: the --layout keys, or the config keys they came from.
+struct LayoutKeyNames {
+  const char* mb;
+  const char* mbs;
+  const char* v;
+  const char* schedule;
+  const char* global_batch;
+};
+constexpr LayoutKeyNames kFlagNames{"--layout mb=", "--layout mbs=", "--layout v=", "schedule=interleaved",
+                                    "global batch"};
+constexpr LayoutKeyNames kConfigNames{"parallel_config.micro_batch_num ", "micro-batch size ",
+                                      "parallel_config.virtual_pipeline ", "pipeline_schedule: interleaved",
+                                      "train.global_batch_size"};
+
+// The checks and micro-batch arithmetic shared by parse_layout and layout_from_parallel_config.
+// `mb` / `mbs` 0: derived from the other (mbs defaults to 1).
+Layout finish_layout(Layout l, int64_t mb, int64_t mbs, bool have_v, int64_t global_batch, int devices,
+                     const LayoutKeyNames& k) {
+  const int64_t world = int64_t{l.dp} * l.ep * l.tp * l.pp;
+  if (world != devices)
+    fail("parallel size mismatch: dp {} x ep {} x tp {} x pp {} = {}, but {} devices are available", l.dp, l.ep, l.tp,
+         l.pp, world, devices);
+  if (l.schedule == PipelineSchedule::kInterleaved) {
+    if (!have_v) l.virtual_stages = 2;
+    if (l.virtual_stages < 2)
+      fail("{}{}: the interleaved schedule needs v >= 2 model chunks per rank", k.v, l.virtual_stages);
+  } else if (have_v && l.virtual_stages != 1) {
+    fail("{}{}: virtual stages need {}", k.v, l.virtual_stages, k.schedule);
+  }
+  const int64_t replicas = int64_t{l.dp} * l.ep;
+  if (global_batch % replicas != 0)
+    fail("{} {} is not divisible by the {} data replicas (dp {} x ep {})", k.global_batch, global_batch, replicas,
+         l.dp, l.ep);
+  const int64_t per_replica = global_batch / replicas;
+  if (mb > 0 && mbs > 0) {
+    if (mb * mbs != per_replica)
+      fail("{}{} x mbs={} = {} sequences per data replica, but {} {} / {} replicas = {}", k.mb, mb, mbs, mb * mbs,
+           k.global_batch, global_batch, replicas, per_replica);
+  } else if (mb > 0) {
+    if (per_replica % mb != 0)
+      fail("{}{}: {} sequences per data replica ({} {} / {} replicas) do not split into {} micro-batches", k.mb,
+           mb, per_replica, k.global_batch, global_batch, replicas, mb);
+    mbs = per_replica / mb;
+  } else {
+    if (mbs == 0) mbs = 1;
+    if (per_replica % mbs != 0)
+      fail("{}{}: {} sequences per data replica ({} {} / {} replicas) do not split into micro-batches of {}",
+           k.mbs, mbs, per_replica, k.global_batch, global_batch, replicas, mbs);
+    mb = per_replica / mbs;
+  }
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+  if (mbs > kIntMax)
+    fail("{} {}: a micro-batch of {} sequences ({} / {} replicas / {} micro-batches) is more than {} sequences; "
+         "raise {} or lower {}",
+         k.global_batch, global_batch, mbs, global_batch, replicas, mb, kIntMax,
+         std::string(k.mb).substr(0, std::string(k.mb).size() - 1), k.global_batch);
+  if (mb > kIntMax)
+    fail("{} {}: more than {} micro-batches per data replica; lower {}", k.global_batch, global_batch, kIntMax,
+         k.global_batch);
+  l.micro_batch_size = static_cast<int>(mbs);
+  l.micro_batch_num = static_cast<int>(mb);
+  return l;
+}
+
 }  // namespace
 
 Layout parse_layout(const std::string& text, int64_t global_batch, int devices) {
@@ -132,38 +197,7 @@ Layout parse_layout(const std::string& text, int64_t global_batch, int devices) 
       fail("--layout: unknown key '{}', expected dp, ep, tp, pp, mb, mbs, schedule, v, recompute, zero or order", key);
     }
   }
-  if (l.world() != devices)
-    fail("parallel size mismatch: dp {} x ep {} x tp {} x pp {} = {}, but {} devices are available", l.dp, l.ep, l.tp,
-         l.pp, l.world(), devices);
-  if (l.schedule == PipelineSchedule::kInterleaved) {
-    if (!have_v) l.virtual_stages = 2;
-    if (l.virtual_stages < 2) fail("--layout v={}: the interleaved schedule needs v >= 2 model chunks per rank", l.virtual_stages);
-  } else if (have_v && l.virtual_stages != 1) {
-    fail("--layout v={}: virtual stages need schedule=interleaved", l.virtual_stages);
-  }
-  const int64_t replicas = l.data_replicas();
-  if (global_batch % replicas != 0)
-    fail("global batch {} is not divisible by the {} data replicas (dp {} x ep {})", global_batch, replicas, l.dp, l.ep);
-  const int64_t per_replica = global_batch / replicas;
-  if (mb > 0 && mbs > 0) {
-    if (int64_t{mb} * mbs != per_replica)
-      fail("--layout mb={} x mbs={} = {} sequences per data replica, but global batch {} / {} replicas = {}", mb, mbs,
-           int64_t{mb} * mbs, global_batch, replicas, per_replica);
-  } else if (mb > 0) {
-    if (per_replica % mb != 0)
-      fail("--layout mb={}: {} sequences per data replica (global batch {} / {} replicas) do not split into {} micro-batches",
-           mb, per_replica, global_batch, replicas, mb);
-    mbs = static_cast<int>(per_replica / mb);
-  } else {
-    if (mbs == 0) mbs = 1;
-    if (per_replica % mbs != 0)
-      fail("--layout mbs={}: {} sequences per data replica (global batch {} / {} replicas) do not split into micro-batches of {}",
-           mbs, per_replica, global_batch, replicas, mbs);
-    mb = static_cast<int>(per_replica / mbs);
-  }
-  l.micro_batch_size = mbs;
-  l.micro_batch_num = mb;
-  return l;
+  return finish_layout(l, mb, mbs, have_v, global_batch, devices, kFlagNames);
 }
 
 Layout layout_from_parallel_config(const ParallelConfig& p, int64_t global_batch, int devices) {
@@ -171,12 +205,20 @@ Layout layout_from_parallel_config(const ParallelConfig& p, int64_t global_batch
     fail("parallel_config.device_list: the planner models rank orders, not explicit device lists; remove it to plan");
   if (!p.stage_layers.empty())
     fail("parallel_config.stage_layers: the planner splits layers evenly over stages; remove it to plan");
-  std::string text = fmt::format("dp={},ep={},tp={},pp={},mb={},schedule={},recompute={},zero={},order={}",
-                                 p.data_parallel, p.expert_parallel, p.tensor_parallel, p.pipeline_parallel,
-                                 p.micro_batch_num, schedule_name(p.pipeline_schedule), recompute_name(p.recompute),
-                                 p.zero_stage, p.rank_order);
-  if (p.pipeline_schedule == PipelineSchedule::kInterleaved) text += fmt::format(",v={}", p.virtual_pipeline);
-  return parse_layout(text, global_batch, devices);
+  // Built directly, not through a --layout string, so that every message names the config key.
+  Layout l;
+  l.dp = p.data_parallel;
+  l.ep = p.expert_parallel;
+  l.tp = p.tensor_parallel;
+  l.pp = p.pipeline_parallel;
+  l.schedule = p.pipeline_schedule;
+  l.recompute = p.recompute;
+  l.zero_stage = p.zero_stage;
+  l.order = parse_rank_order(p.rank_order);
+  const bool interleaved = p.pipeline_schedule == PipelineSchedule::kInterleaved;
+  if (interleaved || p.virtual_pipeline != 1) l.virtual_stages = p.virtual_pipeline;
+  return finish_layout(l, p.micro_batch_num, 0, interleaved || p.virtual_pipeline != 1, global_batch, devices,
+                       kConfigNames);
 }
 
 ParallelConfig layout_to_parallel_config(const Layout& l, const ParallelConfig& base) {

@@ -169,7 +169,7 @@ StepMetrics read_record(const Where& at, const std::string& text) {
   json record;
   try {
     record = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number overflow
     std::string what = e.what();
     // Drop nlohmann's "[json.exception.parse_error.101] " tag; the rest says where and why.
     if (const size_t tag_end = what.find("] "); tag_end != std::string::npos) what = what.substr(tag_end + 2);

@@ -14,6 +14,7 @@
 #include "train/nonfinite_diagnosis.h"
 #include "train/stage_partition.h"
 #include "train/tensor_gather.h"
+#include "train/training_data.h"
 
 namespace moe4d {
 namespace {
@@ -64,14 +65,8 @@ Trainer::Trainer(const Config& config, ParallelContext& pc, TrainerOptions optio
   params_.init_values(config.train.seed);
   setup_zero();  // buckets, gradient sync, value shards, optimizer (trainer_zero.cc)
 
-  train_data_ = std::make_unique<TokenDataset>(TokenDataset::open(config.data.train));
-  if (!config.data.valid.empty())
-    valid_data_ = std::make_unique<TokenDataset>(TokenDataset::open(config.data.valid));
-  for (const TokenDataset* data : {train_data_.get(), valid_data_.get()}) {
-    if (data && data->vocab_size() > config.model.vocab_size)
-      fail("{}: the token shard has vocab_size {}, larger than model.vocab_size {} ({})", config.source,
-           data->vocab_size(), config.model.vocab_size, data->paths().json);
-  }
+  train_data_ = open_training_blend(config);  // checks each source's vocab_size (train/training_data.h)
+  valid_data_ = open_validation_source(config);
   for (int l = 0; l < config.model.num_layers; ++l)
     if (config.model.is_moe_layer(l)) moe_layers_.push_back(l);
   for (MoeBlock* block : model_->moe_blocks())
@@ -117,8 +112,8 @@ StepResult Trainer::train_step() {
   }
 
   const MicroBatchFill fill = [&](int index, int* tokens, int* targets) {
-    fill_batch(*train_data_, config_.train.seed, step, int64_t(index) * micro_batch_size_, micro_batch_size_,
-               config_.model.seq_length, tokens, targets);
+    train_data_->fill_batch(config_.train.seed, step, int64_t(index) * micro_batch_size_, micro_batch_size_, tokens,
+                            targets);
   };
   // fp16: the backward starts from loss x scale, so every gradient comes out `loss_scale` times too
   // large until the norm and the optimizer divide it out below. fp32 / bf16: loss_scale is 1.
@@ -206,6 +201,7 @@ nlohmann::json Trainer::step_record(const StepResult& r, const std::vector<doubl
                         {"lr", r.lr},              {"grad_norm", r.grad_norm}, {"tokens", tokens},
                         {"tokens_per_s", tokens / step_seconds},
                         {"model_tflops_per_s", tokens * model_flops_per_token(config_.model) / step_seconds / 1e12}};
+  rec["data"] = blend_step_record(*train_data_, config_.train.seed, r.step, config_.model.seq_length);
   if (config_.model.is_moe()) {
     const int E = config_.model.moe.num_experts;
     nlohmann::json layers = nlohmann::json::array();

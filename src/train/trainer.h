@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.h"
+#include "data/blended_dataset.h"
 #include "data/token_dataset.h"
 #include "kernels/precision_gemm.h"
 #include "model/param_store.h"
@@ -129,8 +130,8 @@ class Trainer {
   std::unique_ptr<GradSync> grad_sync_;
   std::unique_ptr<ZeroLayerHooks> zero_hooks_;      // zero_stage >= 2 (the model's layer hooks)
   std::unique_ptr<StepExecutor> executor_;
-  std::unique_ptr<TokenDataset> train_data_;
-  std::unique_ptr<TokenDataset> valid_data_;
+  std::unique_ptr<BlendedDataset> train_data_;  // data.train: one source or a weighted blend
+  std::unique_ptr<TokenSource> valid_data_;
   MetricsWriter metrics_;
   std::unique_ptr<PrecisionGemm> gemm16_;  // null for fp32
   LossScaler loss_scaler_;

@@ -13,6 +13,8 @@
 // written with any zero_stage loads with any other, in any layout.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "checkpoint/checkpoint.h"
 #include "config/config_loader.h"
 #include "core/error.h"
@@ -140,7 +142,11 @@ void Trainer::load_checkpoint(const std::string& path) {
     const std::string key = std::to_string(block->layer());
     if (!state.contains("router_bias") || !state["router_bias"].contains(key))
       fail("checkpoint {}: state.json has no router bias for MoE layer {}", origin, key);
-    const std::vector<double> bias = state["router_bias"][key];
+    const nlohmann::json& saved = state["router_bias"][key];
+    if (!saved.is_array() || !std::all_of(saved.begin(), saved.end(), [](const auto& v) { return v.is_number(); }))
+      fail("checkpoint {}: state.json router bias of layer {} is {}, expected a list of numbers", origin, key,
+           saved.dump());
+    const std::vector<double> bias = saved.get<std::vector<double>>();
     if (bias.size() != block->router_bias().size())
       fail("checkpoint {}: router bias of layer {} has {} experts, this model has {}", origin, key, bias.size(),
            block->router_bias().size());

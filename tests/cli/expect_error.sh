@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # expect_error.sh REGEX COMMAND...: passes iff COMMAND exits non-zero and prints exactly one line
-# starting "moe4d: error" whose text matches REGEX (extended regex).
+# starting "moe4d: error" whose text matches REGEX (extended regex), and was not killed by a signal.
 set -u
 regex=$1
 shift
@@ -8,6 +8,9 @@ output=$("$@" 2>&1)
 code=$?
 if [ "$code" -eq 0 ]; then
   echo "expected a non-zero exit, got 0; output:"; echo "$output"; exit 1
+fi
+if [ "$code" -ge 128 ]; then  # 128 + N: killed by signal N (an abort is 134)
+  echo "expected a clean error exit, got $code (a signal); output:"; echo "$output"; exit 1
 fi
 errors=$(printf '%s\n' "$output" | grep -c '^moe4d: error')
 if [ "$errors" -ne 1 ]; then

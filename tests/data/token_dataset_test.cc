@@ -181,7 +181,7 @@ TEST_F(TokenShardTest, ChecksumMismatch) {
   std::string bin = test::read_file(stem + ".bin");
   bin[10] ^= 1;
   test::write_file(stem + ".bin", bin);
-  TokenDataset dataset = TokenDataset::open(stem);  // cheap checks pass
+  TokenDataset dataset = TokenDataset::open(stem, /*verify=*/false);  // cheap checks pass
   expect_error([&] { dataset.verify_checksum(); }, {stem + ".bin", "sha256 is", "corrupt"});
   expect_error([&] { TokenDataset::open(stem, /*verify=*/true); }, {stem + ".bin", "sha256"});
 }
@@ -190,7 +190,7 @@ TEST_F(TokenShardTest, TokenOutsideVocabulary) {
   std::string stem = dir_.file("v");
   write_token_shard(stem, std::vector<int>{1, 2, 900, 3, 950, 4}, 1000, "bytes", 1);
   edit_header(stem, [](nlohmann::json& h) { h["vocab_size"] = 10; });  // .bin and its sha unchanged
-  TokenDataset dataset = TokenDataset::open(stem);
+  TokenDataset dataset = TokenDataset::open(stem, /*verify=*/false);
   EXPECT_NO_THROW(dataset.verify_checksum());
   expect_error([&] { dataset.validate_tokens(); },
                {stem + ".bin", "2 of 6 tokens are >= vocab_size 10", "token 900 at index 2"});

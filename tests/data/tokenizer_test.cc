@@ -50,7 +50,7 @@ TEST(LoadTokenizer, MissingAndInvalidModels) {
   test::write_file(dir.file("garbage.model"), "this is not a protobuf");
   expect_error([&] { load_tokenizer(dir.file("garbage.model")); },
                {dir.file("garbage.model"), "not a valid sentencepiece model"});
-  expect_error([&] { load_tokenizer(dir.path()); }, {dir.path(), "not found"});
+  expect_error([&] { load_tokenizer(dir.path()); }, {dir.path(), "is a directory"});
   expect_error([&] { load_tokenizer(""); }, {"tokenizer spec is empty"});
 }
 

@@ -10,6 +10,7 @@
 #include "../train/train_fixture.h"
 #include "checkpoint/checkpoint.h"
 #include "comm/mpi_communicator.h"
+#include "data/megatron_indexed_dataset.h"
 #include "train/trainer.h"
 
 namespace moe4d {
@@ -107,6 +108,27 @@ const Layout kFourRanks[] = {
     {.dp = 4, .ranks_per_node = 2},
     {.dp = 2, .ep = 2, .ranks_per_node = 2},
 };
+
+// A blend of a moe4d shard (0.7) and a Megatron indexed dataset (0.3) under data parallelism 2:
+// each replica draws its own sequence range of the same global batch, so the run equals one rank's.
+TEST(BlendEquivalence, Size2Dp2BlendOfMoe4dAndMegatronEqualsSingleRank) {
+  test::TempDir dir;
+  Config config = test::tiny_training_config(test::write_synthetic_shard(dir.file("a.bin"), 64, 20000));
+  {
+    MegatronIndexedDatasetWriter megatron(dir.file("b"), 64);
+    std::vector<int> document(200);
+    for (int d = 0; d < 60; ++d) {
+      for (int i = 0; i < 200; ++i) document[size_t(i)] = (d * 13 + i * i) % 61;
+      megatron.add_document(document);
+    }
+    megatron.finish();
+  }
+  config.data.train_sources = {{.path = dir.file("a.bin"), .weight = 0.7}, {.path = dir.file("b"), .weight = 0.3,
+                                                                            .format = "megatron"}};
+  config.parallel.data_parallel = 2;
+  config.parallel.collective_timeout = 120;
+  test::expect_equivalent(test::run_equivalence(config, 12));
+}
 
 auto layout_name = [](const ::testing::TestParamInfo<Layout>& info) { return info.param.name(); };
 INSTANTIATE_TEST_SUITE_P(Size2, Equivalence, ::testing::ValuesIn(kTwoRanks), layout_name);
