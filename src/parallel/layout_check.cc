@@ -92,9 +92,23 @@ void validate_parallel_size(const ParallelConfig& p, int world_size) {
   require_positive("pipeline_parallel", p.pipeline_parallel);
   require_positive("micro_batch_num", p.micro_batch_num);
   require_positive("virtual_pipeline", p.virtual_pipeline);
-  if (p.world_size() != world_size)
+  if (p.world_size() != world_size) {
+    // MindFormers' parallel_config counts the expert-parallel ranks inside data_parallel (its world is
+    // data_parallel x model_parallel x pipeline_stage); a config written with that reading is recognised
+    // and the moe4d value shown, since moe4d's data_parallel counts only the replicas outside EP.
+    const bool mindformers_reading = p.expert_parallel > 1 && p.data_parallel % p.expert_parallel == 0 &&
+                                     p.data_parallel * p.tensor_parallel * p.pipeline_parallel == world_size;
+    if (mindformers_reading)
+      fail("parallel size mismatch: dp {} x ep {} x tp {} x pp {} = {}, but {} ranks were started; data_parallel {} "
+           "looks like MindFormers' reading, which counts expert_parallel inside data_parallel (dp {} x tp {} x pp {} = "
+           "{}); moe4d counts world = data_parallel x expert_parallel x tensor_parallel x pipeline_parallel, so set "
+           "data_parallel: {} (= {} / {})",
+           p.data_parallel, p.expert_parallel, p.tensor_parallel, p.pipeline_parallel, p.world_size(), world_size,
+           p.data_parallel, p.data_parallel, p.tensor_parallel, p.pipeline_parallel, world_size,
+           p.data_parallel / p.expert_parallel, p.data_parallel, p.expert_parallel);
     fail("parallel size mismatch: dp {} x ep {} x tp {} x pp {} = {}, but {} ranks were started", p.data_parallel,
          p.expert_parallel, p.tensor_parallel, p.pipeline_parallel, p.world_size(), world_size);
+  }
   if (!p.device_list.empty()) {
     if (static_cast<int>(p.device_list.size()) != world_size)
       fail("device_list has {} entries, but {} ranks were started; list every world rank exactly once",

@@ -60,7 +60,17 @@ std::string export_moe4d_config(const PlanContext& ctx, const Layout& layout, co
   return header + config_to_yaml(config);
 }
 
+// Key names and constraints are MindFormers' own (mindformers/trainer/config_args.py ParallelConfig /
+// ParallelContextConfig, mindformers/modules/transformer/transformer.py TransformerOpParallelConfig and
+// TransformerRecomputeConfig, mindformers/modules/transformer/moe.py MoEConfig and _check_moe_config,
+// mindformers/trainer/base_trainer.py's batch handling); tests/plan/export_test.cc checks them.
 std::string export_mindformers(const PlanContext& ctx, const Layout& l) {
+  const ModelConfig& m = ctx.model;
+  const int mf_dp = l.dp * l.ep;  // MindFormers' data_parallel includes the expert-parallel ranks
+  if (m.is_moe() && !(m.moe.aux_loss_coeff > 0 && m.moe.aux_loss_coeff < 1))
+    fail("--export mindformers: MindFormers' MoEConfig needs 0 < aux_loss_factor < 1, but moe.aux_loss_coeff is {}; "
+         "set moe.aux_loss_coeff in (0, 1) or export another format",
+         m.moe.aux_loss_coeff);
   std::string out = fmt::format("# MindFormers parallel settings for {} ({} devices), exported by `moe4d plan`.\n",
                                 layout_to_string(l), l.world());
   out += fmt::format("# MindFormers counts expert parallelism inside data_parallel: data_parallel = DP_local {} x EP {}.\n",
@@ -69,45 +79,79 @@ std::string export_mindformers(const PlanContext& ctx, const Layout& l) {
     out += fmt::format("# Rank order {}: MindFormers numbers ranks TP-fastest; order the rank table to match.\n",
                        rank_order_string(l.order));
   if (l.zero_stage > 0)
-    out += fmt::format("# ZeRO-{}: MindSpore's optimizer parallel shards weights and optimizer state (gathered before use);\n"
-                       "# gradient_accumulation_shard also shards the accumulated gradients.\n",
+    out += fmt::format("# ZeRO-{}: MindSpore's optimizer parallel shards weights and optimizer state over data_parallel\n"
+                       "# (weights gathered before use); gradient_accumulation_shard (ZeRO-2 and 3) also shards the\n"
+                       "# accumulated gradients, and a threshold of 0 KB (ZeRO-3) shards every parameter.\n",
                        l.zero_stage);
-  out += "parallel:\n";
+  if (l.pp == 1 && l.micro_batch_num > 1)
+    out += "# No pipeline: MindFormers ignores micro_batch_num (it resets it to 1), so the micro-batches per step are\n"
+           "# runner_config.gradient_accumulation_steps.\n";
+  if (m.is_moe() && m.moe.layer_freq > 1)
+    out += fmt::format("# moe.layer_freq {}: MindFormers' moe_config has no layer frequency; set the model's own MoE layer list.\n",
+                       m.moe.layer_freq);
+  // semi_auto_parallel (1) with full_batch: the mode in which MindFormers reads data_parallel, the
+  // pipeline and gradient accumulation; global batch = batch_size x data_parallel x micro-batches.
+  out += "parallel:\n  parallel_mode: 1\n  full_batch: True\n  gradients_mean: False\n";
+  out += fmt::format("  enable_alltoall: {}\n", py_bool(m.is_moe() && l.ep > 1));
   out += fmt::format("  enable_parallel_optimizer: {}\n", py_bool(l.zero_stage >= 1));
   if (l.zero_stage >= 1)
-    out += fmt::format("  parallel_optimizer_config:\n    gradient_accumulation_shard: {}\n", py_bool(l.zero_stage >= 2));
+    out += fmt::format("  parallel_optimizer_config:\n    gradient_accumulation_shard: {}\n    parallel_optimizer_threshold: {}\n",
+                       py_bool(l.zero_stage >= 2), l.zero_stage >= 3 ? 0 : 64);
   if (l.pp > 1) {
     out += fmt::format("  pipeline_config:\n    pipeline_interleave: {}\n    pipeline_scheduler: {}\n",
                        py_bool(l.schedule == PipelineSchedule::kInterleaved),
                        l.schedule == PipelineSchedule::kGPipe ? "gpipe" : "1f1b");
   }
   out += "parallel_config:\n";
-  out += fmt::format("  data_parallel: {}\n", l.dp * l.ep);
+  out += fmt::format("  data_parallel: {}\n", mf_dp);
   out += fmt::format("  model_parallel: {}\n", l.tp);
   out += fmt::format("  pipeline_stage: {}\n", l.pp);
   out += fmt::format("  expert_parallel: {}\n", l.ep);
-  out += fmt::format("  micro_batch_num: {}\n", l.micro_batch_num);
+  out += fmt::format("  micro_batch_num: {}\n", l.pp > 1 ? l.micro_batch_num : 1);
+  // moe4d has no sequence parallelism yet; the layout it planned keeps full sequences outside TP.
+  out += "  use_seq_parallel: False\n";
   out += "  vocab_emb_dp: False\n";
   // MindFormers counts buckets; size-based bucketing has no MindFormers key, so the count it gives here.
   {
-    const int dense_ranks = l.dp * l.ep;
     const StageParams sp = stage_params(ctx.model, l, 0);
     const int count = ctx.setup.grad_buckets > 0 ? ctx.setup.grad_buckets
-                                                 : std::max(1, ctx.setup.bucket_count(sp.dense, dense_ranks));
+                                                 : std::max(1, ctx.setup.bucket_count(sp.dense, mf_dp));
     out += fmt::format("  gradient_aggregation_group: {}\n", count);
   }
   out += "micro_batch_interleave_num: 1\n";
   out += fmt::format("runner_config:\n  batch_size: {}\n", l.micro_batch_size);
+  out += fmt::format("  gradient_accumulation_steps: {}\n", l.pp > 1 ? 1 : l.micro_batch_num);
+  if (m.is_moe()) {
+    out += "moe_config:\n";
+    out += fmt::format("  expert_num: {}\n", m.moe.num_experts);
+    out += fmt::format("  num_experts_chosen: {}\n", m.moe.top_k);
+    // Dropless: capacity = factor x tokens x k / experts >= tokens when factor = experts / k, so no token drops.
+    const double factor = m.moe.capacity_factor ? *m.moe.capacity_factor
+                                                : static_cast<double>(m.moe.num_experts) / m.moe.top_k;
+    out += fmt::format("  capacity_factor: {}\n", factor);
+    out += fmt::format("  aux_loss_factor: {}\n", m.moe.aux_loss_coeff);
+    if (m.moe.z_loss_coeff > 0) out += fmt::format("  z_loss_factor: {}\n", m.moe.z_loss_coeff);
+    if (m.moe.router_bias_update_rate > 0)
+      out += fmt::format("  balance_via_topk_bias: True\n  topk_bias_update_rate: {}\n", m.moe.router_bias_update_rate);
+    out += fmt::format("  moe_intermediate_size: {}\n", m.ffn_hidden_size);
+    out += "  routing_policy: TopkRouterV1\n";
+  }
   if (l.schedule == PipelineSchedule::kInterleaved)
     out += fmt::format("model:\n  model_config:\n    pp_interleave_num: {}\n", l.virtual_stages);
   out += "recompute_config:\n";
   out += fmt::format("  recompute: {}\n", py_bool(l.recompute == RecomputeGranularity::kFull));
   out += fmt::format("  select_recompute: {}\n", py_bool(l.recompute == RecomputeGranularity::kSelective));
+  out += "  parallel_optimizer_comm_recompute: False\n  mp_comm_recompute: True\n  recompute_slice_activation: False\n";
   return out;
 }
 
+// The rules below are Megatron-Core's own (megatron/training/arguments.py validate_args and
+// megatron/core/transformer/moe/moe_layer.py MoELayer.forward at the commit docs/planner.md names);
+// tests/plan/megatron_export_test.cc checks each of them, and every flag against that parser's names.
 std::string export_megatron(const PlanContext& ctx, const Layout& l) {
   const ModelConfig& m = ctx.model;
+  const bool fsdp = l.zero_stage >= 3;
+  const bool sequence_parallel = m.is_moe() && l.tp > 1;
   std::string out = fmt::format("# Megatron-LM arguments for {} ({} devices), exported by `moe4d plan`.\n",
                                 layout_to_string(l), l.world());
   out += fmt::format("# Megatron derives data parallelism from the world size: DP = {} / (TP {} x PP {}) = {} (EP {} inside it).\n",
@@ -116,6 +160,20 @@ std::string export_megatron(const PlanContext& ctx, const Layout& l) {
     out += fmt::format("# Rank order {} cannot be expressed: Megatron-LM fixes tp-cp-ep-dp-pp.\n", rank_order_string(l.order));
   if (l.schedule == PipelineSchedule::kGPipe && l.pp > 1)
     out += "# Megatron-LM has no GPipe schedule; it runs this layout with 1F1B.\n";
+  if (sequence_parallel)
+    out += "# --sequence-parallel: Megatron-Core refuses MoE with TP > 1 without it (MoELayer.forward raises). moe4d\n"
+           "# itself does not run sequence parallelism yet: the plan's activation memory is for the layout without it.\n";
+  if (l.zero_stage == 1 || l.zero_stage == 2)
+    out += fmt::format("# ZeRO-{}: Megatron's distributed optimizer shards the optimizer state and reduce-scatters the gradients.\n",
+                       l.zero_stage);
+  if (fsdp)
+    out += "# ZeRO-3: Megatron-FSDP sharding parameters, gradients and optimizer state (it requires --ckpt-format fsdp_dtensor).\n";
+  // Megatron asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with TP > 1 (it orders the TP communication before the
+  // GEMMs that use it) unless FSDP is on, which asserts the opposite.
+  if (fsdp)
+    out += "unset CUDA_DEVICE_MAX_CONNECTIONS\n";
+  else if (l.tp > 1)
+    out += "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";
   std::vector<std::string> args;
   auto arg = [&](const std::string& name, const std::string& value = "") {
     args.push_back(value.empty() ? name : name + " " + value);
@@ -123,8 +181,9 @@ std::string export_megatron(const PlanContext& ctx, const Layout& l) {
   arg("--tensor-model-parallel-size", std::to_string(l.tp));
   arg("--pipeline-model-parallel-size", std::to_string(l.pp));
   if (m.is_moe()) arg("--expert-model-parallel-size", std::to_string(l.ep));
+  if (sequence_parallel) arg("--sequence-parallel");
   if (l.schedule == PipelineSchedule::kInterleaved)
-    arg("--num-layers-per-virtual-pipeline-stage", std::to_string(m.num_layers / (l.pp * l.virtual_stages)));
+    arg("--num-virtual-stages-per-pipeline-rank", std::to_string(l.virtual_stages));
   arg("--num-layers", std::to_string(m.num_layers));
   arg("--hidden-size", std::to_string(m.hidden_size));
   arg("--ffn-hidden-size", std::to_string(m.ffn_hidden_size));
@@ -137,6 +196,7 @@ std::string export_megatron(const PlanContext& ctx, const Layout& l) {
   arg("--max-position-embeddings", std::to_string(ctx.setup.seq_length));
   arg("--tokenizer-type", "NullTokenizer");
   arg("--vocab-size", std::to_string(m.vocab_size));
+  // Megatron's global batch = micro-batch-size x DP (EP included) x micro-batches per step.
   arg("--micro-batch-size", std::to_string(l.micro_batch_size));
   arg("--global-batch-size", std::to_string(ctx.setup.global_batch));
   arg("--swiglu");
@@ -145,12 +205,16 @@ std::string export_megatron(const PlanContext& ctx, const Layout& l) {
   arg("--disable-bias-linear");
   arg("--position-embedding-type", "rope");
   arg("--rotary-base", fmt::format("{}", m.rope_theta));
+  // moe4d rotates the pairs (2i, 2i+1) (kernels/rope.h): Megatron's interleaved rotate-half. Its fused
+  // RoPE kernel supports that only with recent Transformer Engine, so the unfused path is chosen.
+  arg("--rotary-interleaved");
+  arg("--no-rope-fusion");
   if (!m.tie_embeddings) arg("--untie-embeddings-and-output-weights");
   if (m.is_moe()) {
     arg("--num-experts", std::to_string(m.moe.num_experts));
+    arg("--moe-ffn-hidden-size", std::to_string(m.expert_ffn()));
     arg("--moe-router-topk", std::to_string(m.moe.top_k));
     arg("--moe-layer-freq", megatron_layer_pattern(m));
-    if (m.expert_ffn() != m.ffn_hidden_size) arg("--moe-ffn-hidden-size", std::to_string(m.expert_ffn()));
     if (m.shared_ffn() > 0) arg("--moe-shared-expert-intermediate-size", std::to_string(m.shared_ffn()));
     if (m.moe.score_function == RouterScore::kSigmoid) {
       arg("--moe-router-score-function", "sigmoid");
@@ -159,6 +223,8 @@ std::string export_megatron(const PlanContext& ctx, const Layout& l) {
     } else if (!m.moe.normalize_top_k) {
       arg("--moe-router-pre-softmax");  // softmax over all experts, top-k weights kept as they are
     }
+    arg("--moe-token-dispatcher-type", "alltoall");
+    arg("--moe-router-load-balancing-type", "aux_loss");
     if (m.moe.capacity_factor) arg("--moe-expert-capacity-factor", fmt::format("{}", *m.moe.capacity_factor));
     arg("--moe-aux-loss-coeff", fmt::format("{}", m.moe.aux_loss_coeff));
     if (m.moe.z_loss_coeff > 0) arg("--moe-z-loss-coeff", fmt::format("{}", m.moe.z_loss_coeff));
@@ -172,10 +238,11 @@ std::string export_megatron(const PlanContext& ctx, const Layout& l) {
   } else if (l.recompute == RecomputeGranularity::kSelective) {
     arg("--recompute-granularity", "selective");
   }
-  if (l.zero_stage == 1) arg("--use-distributed-optimizer");
-  if (l.zero_stage >= 2) {
-    arg("--use-custom-fsdp");
-    arg("--data-parallel-sharding-strategy", l.zero_stage == 2 ? "optim_grads" : "optim_grads_params");
+  if (l.zero_stage == 1 || l.zero_stage == 2) arg("--use-distributed-optimizer");
+  if (fsdp) {
+    arg("--use-megatron-fsdp");
+    arg("--data-parallel-sharding-strategy", "optim_grads_params");
+    arg("--ckpt-format", "fsdp_dtensor");
   }
   if (ctx.setup.overlap_grad_reduce && l.dp * l.ep > 1) arg("--overlap-grad-reduce");
   for (size_t i = 0; i < args.size(); ++i) out += args[i] + (i + 1 < args.size() ? " \\\n" : "\n");

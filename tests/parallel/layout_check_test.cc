@@ -61,6 +61,26 @@ TEST(LayoutCheck, SizeMismatchMessageIsExact) {
   EXPECT_EQ(error_of(moe_model(), layout(0, 1, 1, 1), 1, 1), "data_parallel is 0; it must be >= 1");
 }
 
+// MindFormers' parallel_config counts EP inside data_parallel (mindformers/modules/transformer/moe.py
+// _check_moe_config: data_parallel x context_parallel must be a multiple of expert_parallel; configs/README.md:
+// device_num = data_parallel x model_parallel x context_parallel x pipeline_stage). A config written that way
+// is named as such, with the moe4d value; a mismatch that is not that reading keeps the plain message.
+TEST(LayoutCheck, SizeMismatchRecognisesMindFormersDataParallel) {
+  // 16 ranks: MindFormers dp 8 (= moe4d dp 2 x ep 4) x tp 2 x pp 1.
+  EXPECT_EQ(error_of(moe_model(), layout(8, 4, 2, 1), 16, 16),
+            "parallel size mismatch: dp 8 x ep 4 x tp 2 x pp 1 = 64, but 16 ranks were started; data_parallel 8 "
+            "looks like MindFormers' reading, which counts expert_parallel inside data_parallel (dp 8 x tp 2 x pp 1 = "
+            "16); moe4d counts world = data_parallel x expert_parallel x tensor_parallel x pipeline_parallel, so set "
+            "data_parallel: 2 (= 8 / 4)");
+  // The suggested value is accepted.
+  EXPECT_NO_THROW(validate_layout(moe_model(), layout(2, 4, 2, 1), 16, 16));
+  // EP not dividing data_parallel, or dp x tp x pp != world: not that reading, the plain message.
+  EXPECT_EQ(error_of(moe_model(), layout(6, 4, 2, 1), 12, 12),
+            "parallel size mismatch: dp 6 x ep 4 x tp 2 x pp 1 = 48, but 12 ranks were started");
+  EXPECT_EQ(error_of(moe_model(), layout(8, 4, 2, 1), 16, 32),
+            "parallel size mismatch: dp 8 x ep 4 x tp 2 x pp 1 = 64, but 32 ranks were started");
+}
+
 TEST(LayoutCheck, TensorParallelDivisibility) {
   ModelConfig m = moe_model();
   std::string heads = error_of(m, layout(1, 1, 3, 1), 3, 3);

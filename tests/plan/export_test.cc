@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "config/config_loader.h"
@@ -59,6 +60,105 @@ TEST(Export, Moe4dConfigKeepsTheSourceConfigsOtherSections) {
   EXPECT_EQ(config.parallel.expert_parallel, 8);
 }
 
+// MindFormers' key names (mindspore-lab/mindformers at fd4deebc1606a02fd24c3b359a889cd0c966e72b):
+//  parallel_config: mindformers/trainer/config_args.py ParallelConfig._support_kwargs
+//  parallel: the same file's ParallelContextConfig (mindspore.set_auto_parallel_context keys)
+//  recompute_config: mindformers/modules/transformer/transformer.py TransformerRecomputeConfig.__init__
+//  moe_config: mindformers/modules/transformer/moe.py MoEConfig.__init__
+//  runner_config: config_args.py RunnerConfig, and gradient_accumulation_steps read by
+//  mindformers/trainer/base_trainer.py _check_global_batch_size_for_auto_parallel.
+const std::set<std::string> kParallelConfigKeys = {"data_parallel",  "model_parallel",   "pipeline_stage",
+                                                   "expert_parallel", "micro_batch_num", "vocab_emb_dp",
+                                                   "use_seq_parallel", "gradient_aggregation_group"};
+const std::set<std::string> kParallelKeys = {"parallel_mode", "full_batch", "gradients_mean", "enable_alltoall",
+                                             "enable_parallel_optimizer", "parallel_optimizer_config",
+                                             "pipeline_config"};
+const std::set<std::string> kRecomputeKeys = {"recompute", "select_recompute", "parallel_optimizer_comm_recompute",
+                                              "mp_comm_recompute", "recompute_slice_activation"};
+const std::set<std::string> kMoeKeys = {"expert_num",   "num_experts_chosen",   "capacity_factor",
+                                        "aux_loss_factor", "z_loss_factor",      "balance_via_topk_bias",
+                                        "topk_bias_update_rate", "moe_intermediate_size", "routing_policy"};
+
+void expect_keys_within(const YAML::Node& node, const std::set<std::string>& allowed, const std::string& section) {
+  ASSERT_TRUE(node.IsMap()) << section;
+  for (const auto& kv : node) EXPECT_TRUE(allowed.count(kv.first.as<std::string>())) << section << "." << kv.first.as<std::string>();
+}
+
+// Checks an exported MindFormers YAML for `layout` against MindFormers' rules.
+void expect_mindformers_accepts(const PlanContext& ctx, const Layout& l, const std::string& what) {
+  SCOPED_TRACE(what);
+  const YAML::Node doc = YAML::Load(export_mindformers(ctx, l));
+  const YAML::Node pc = doc["parallel_config"];
+  expect_keys_within(pc, kParallelConfigKeys, "parallel_config");
+  expect_keys_within(doc["parallel"], kParallelKeys, "parallel");
+  expect_keys_within(doc["recompute_config"], kRecomputeKeys, "recompute_config");
+  const int dp = pc["data_parallel"].as<int>(), mp = pc["model_parallel"].as<int>(), pp = pc["pipeline_stage"].as<int>();
+  const int ep = pc["expert_parallel"].as<int>(), mbn = pc["micro_batch_num"].as<int>();
+  // configs/README.md (parallel_config): device_num = data_parallel x model_parallel x context_parallel x
+  // pipeline_stage; mindformers/modules/transformer/op_parallel_config.py _check_config: the product may not
+  // exceed the devices. MindFormers' data_parallel therefore includes EP: moe4d dp x ep.
+  EXPECT_EQ(dp * mp * pp, l.world());
+  EXPECT_EQ(dp, l.dp * l.ep);
+  // moe.py _check_moe_config: expert_num % expert_parallel == 0, data_parallel x context_parallel % expert_parallel == 0.
+  EXPECT_EQ(dp % ep, 0);
+  // TransformerOpParallelConfig docstring: micro_batch_num >= pipeline_stage when training.
+  EXPECT_GE(mbn, pp);
+  // base_trainer.py _check_global_batch_size_for_auto_parallel (semi_auto_parallel, full_batch): without a
+  // pipeline micro_batch_num is reset to 1 and global = batch_size x data_parallel x gradient_accumulation_steps;
+  // with one, gradient_accumulation_steps is reset to 1 and global = batch_size x data_parallel x micro_batch_num.
+  EXPECT_EQ(doc["parallel"]["parallel_mode"].as<int>(), 1);
+  EXPECT_TRUE(doc["parallel"]["full_batch"].as<bool>());
+  const int batch = doc["runner_config"]["batch_size"].as<int>();
+  const int gas = doc["runner_config"]["gradient_accumulation_steps"].as<int>();
+  EXPECT_GE(gas, 1);
+  if (pp == 1) {
+    EXPECT_EQ(mbn, 1);
+    EXPECT_EQ(int64_t{batch} * dp * gas, ctx.setup.global_batch);
+  } else {
+    EXPECT_EQ(gas, 1);
+    EXPECT_EQ(int64_t{batch} * dp * mbn, ctx.setup.global_batch);
+  }
+  // moe4d does not run sequence parallelism, so the export keeps it off.
+  EXPECT_FALSE(pc["use_seq_parallel"].as<bool>());
+  // Recompute: full is `recompute`, selective `select_recompute`, never both.
+  EXPECT_EQ(doc["recompute_config"]["recompute"].as<bool>(), l.recompute == RecomputeGranularity::kFull);
+  EXPECT_EQ(doc["recompute_config"]["select_recompute"].as<bool>(), l.recompute == RecomputeGranularity::kSelective);
+  // ZeRO as optimizer parallel (ParallelContextConfig enable_parallel_optimizer, parallel_optimizer_config with
+  // gradient_accumulation_shard and parallel_optimizer_threshold, a non-negative KB count).
+  EXPECT_EQ(doc["parallel"]["enable_parallel_optimizer"].as<bool>(), l.zero_stage >= 1);
+  if (l.zero_stage >= 1) {
+    const YAML::Node poc = doc["parallel"]["parallel_optimizer_config"];
+    expect_keys_within(poc, {"gradient_accumulation_shard", "parallel_optimizer_threshold", "optimizer_weight_shard_size"},
+                       "parallel_optimizer_config");
+    EXPECT_EQ(poc["gradient_accumulation_shard"].as<bool>(), l.zero_stage >= 2);
+    EXPECT_EQ(poc["parallel_optimizer_threshold"].as<int>(), l.zero_stage >= 3 ? 0 : 64);
+  }
+  if (ctx.model.is_moe()) {
+    const YAML::Node moe = doc["moe_config"];
+    expect_keys_within(moe, kMoeKeys, "moe_config");
+    const int experts = moe["expert_num"].as<int>(), chosen = moe["num_experts_chosen"].as<int>();
+    // MoEConfig.__init__: positive expert_num / num_experts_chosen, num_experts_chosen <= expert_num,
+    // 0 < aux_loss_factor < 1.
+    EXPECT_EQ(experts, ctx.model.moe.num_experts);
+    EXPECT_EQ(chosen, ctx.model.moe.top_k);
+    EXPECT_LE(chosen, experts);
+    EXPECT_GT(moe["aux_loss_factor"].as<double>(), 0);
+    EXPECT_LT(moe["aux_loss_factor"].as<double>(), 1);
+    EXPECT_EQ(experts % ep, 0);  // _check_moe_config
+    // Dropless in moe4d: a capacity of factor x tokens x k / experts that holds every token.
+    if (!ctx.model.moe.capacity_factor) {
+      EXPECT_GE(moe["capacity_factor"].as<double>() * chosen / experts, 1.0);
+    }
+    EXPECT_EQ(doc["parallel"]["enable_alltoall"].as<bool>(), ep > 1);
+  } else {
+    EXPECT_FALSE(doc["moe_config"]);
+  }
+  if (l.schedule == PipelineSchedule::kInterleaved) {
+    EXPECT_TRUE(doc["parallel"]["pipeline_config"]["pipeline_interleave"].as<bool>());
+    EXPECT_EQ(doc["model"]["model_config"]["pp_interleave_num"].as<int>(), l.virtual_stages);
+  }
+}
+
 TEST(Export, MindFormersCountsExpertParallelismInsideDataParallel) {
   const PlanContext ctx = articles_context();
   const YAML::Node doc = YAML::Load(export_mindformers(ctx, articles_layout(ctx)));
@@ -67,13 +167,29 @@ TEST(Export, MindFormersCountsExpertParallelismInsideDataParallel) {
   EXPECT_EQ(pc["model_parallel"].as<int>(), 4);
   EXPECT_EQ(pc["pipeline_stage"].as<int>(), 1);
   EXPECT_EQ(pc["expert_parallel"].as<int>(), 8);
-  EXPECT_EQ(pc["micro_batch_num"].as<int>(), 16);
-  // MindFormers' world = data_parallel x model_parallel x pipeline_stage.
-  EXPECT_EQ(pc["data_parallel"].as<int>() * pc["model_parallel"].as<int>() * pc["pipeline_stage"].as<int>(), 64);
-  EXPECT_TRUE(doc["recompute_config"]["recompute"].as<bool>());
-  EXPECT_FALSE(doc["recompute_config"]["select_recompute"].as<bool>());
-  EXPECT_TRUE(doc["parallel"]["enable_parallel_optimizer"].as<bool>());
+  // No pipeline: the 16 micro-batches are gradient accumulation steps (MindFormers ignores micro_batch_num).
+  EXPECT_EQ(pc["micro_batch_num"].as<int>(), 1);
+  EXPECT_EQ(doc["runner_config"]["gradient_accumulation_steps"].as<int>(), 16);
   EXPECT_EQ(doc["runner_config"]["batch_size"].as<int>(), 1);
+  EXPECT_EQ(doc["moe_config"]["expert_num"].as<int>(), 16);
+  EXPECT_EQ(doc["moe_config"]["num_experts_chosen"].as<int>(), 2);
+  expect_mindformers_accepts(ctx, articles_layout(ctx), "articles");
+}
+
+TEST(Export, MindFormersAcceptsPipelinesZeroStagesAndDenseModels) {
+  const PlanContext ctx = articles_context();
+  for (const std::string& text :
+       {std::string("dp=2,ep=8,pp=4,mb=8,schedule=interleaved,v=2,zero=1,recompute=selective"),
+        std::string("dp=1,ep=8,tp=2,pp=4,mb=32,zero=2"), std::string("dp=2,ep=8,tp=4,pp=1,mb=16,zero=3")}) {
+    expect_mindformers_accepts(ctx, parse_layout(text, ctx.setup.global_batch, 64), text);
+  }
+  PlanContext dense = ctx;
+  dense.model.moe.num_experts = 0;
+  expect_mindformers_accepts(dense, parse_layout("dp=8,tp=8,pp=1,mb=32", ctx.setup.global_batch, 64), "dense");
+  // MoEConfig needs 0 < aux_loss_factor < 1: a model without the aux loss cannot be written for MindFormers.
+  PlanContext no_aux = ctx;
+  no_aux.model.moe.aux_loss_coeff = 0;
+  EXPECT_THROW(export_mindformers(no_aux, articles_layout(ctx)), Error);
 }
 
 std::map<std::string, std::string> parse_flags(const std::string& text) {
@@ -104,7 +220,7 @@ TEST(Export, MegatronArgumentsDescribeTheLayout) {
   EXPECT_TRUE(flags.count("--bf16"));
   const Layout inter = parse_layout("dp=2,ep=8,pp=4,mb=8,schedule=interleaved,v=2,zero=1", 256, 64);
   flags = parse_flags(export_megatron(ctx, inter));
-  EXPECT_EQ(flags["--num-layers-per-virtual-pipeline-stage"], "8");  // 64 / (4 x 2)
+  EXPECT_EQ(flags["--num-virtual-stages-per-pipeline-rank"], "2");
   EXPECT_TRUE(flags.count("--use-distributed-optimizer"));
   // Every second layer MoE: Megatron's pattern lists them explicitly.
   PlanContext alternating = ctx;
