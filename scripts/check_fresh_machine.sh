@@ -7,7 +7,7 @@
 # whatever the two commands need, they must install themselves.
 #
 # The root gets its own /proc, a private tmpfs /dev holding only the device nodes a build needs,
-# and a tmpfs /dev/shm for MPI's shared memory. The host's /dev and /sys are never bind-mounted.
+# a private devpts instance and a tmpfs /dev/shm for MPI's shared memory. The host's /dev and /sys are never bind-mounted.
 # On exit everything under the root is unmounted, /proc/mounts is checked to hold nothing below
 # it, and only then is it removed (with --one-file-system, so even a mount that survived could not
 # be descended into).
@@ -91,6 +91,9 @@ for node in "null c 1 3" "zero c 1 5" "full c 1 7" "random c 1 8" "urandom c 1 9
 done
 mkdir -p "$root/dev/shm" "$root/dev/pts"
 mount -t tmpfs -o mode=1777,nosuid,nodev shm "$root/dev/shm"
+# A private devpts instance (not the host's ptys), for the programs that want a terminal (apt's log).
+mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts "$root/dev/pts"
+ln -s pts/ptmx "$root/dev/ptmx"
 ln -s /proc/self/fd "$root/dev/fd"
 ln -s /proc/self/fd/0 "$root/dev/stdin"
 ln -s /proc/self/fd/1 "$root/dev/stdout"

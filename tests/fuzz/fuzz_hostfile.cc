@@ -1,4 +1,4 @@
-// tests/fuzz/hostfile_fuzzer.cc — libFuzzer target for the hostfile parser (launch/hostfile.h).
+// tests/fuzz/fuzz_hostfile.cc — libFuzzer target for the hostfile parser (launch/hostfile.h).
 //
 // Any input either parses into hosts that satisfy the parser's contract or is rejected with one
 // moe4d::Error line that names the source; nothing else (a crash, another exception, a host with a
