@@ -52,8 +52,22 @@ root="$(mktemp -d /var/tmp/moe4d-fresh.XXXXXX)"
 
 mounts_below_root() { awk -v r="$root" '$2 == r || index($2, r "/") == 1 {print $2}' /proc/mounts; }
 
+processes_in_root() {
+  for p in /proc/[0-9]*; do
+    [ "$(readlink "$p/root" 2> /dev/null)" = "$root" ] && echo "${p#/proc/}"
+  done
+  return 0
+}
+
 cleanup() {
   local rc=$?
+  # Nothing may still run in the root (an interrupted apt or build) while it is taken apart.
+  for signal in TERM KILL; do
+    pids=$(processes_in_root)
+    [ -z "$pids" ] && break
+    kill -s $signal $pids 2> /dev/null || true
+    sleep 2
+  done
   # Innermost first: sort by path length, longest first.
   for m in $(mounts_below_root | awk '{print length, $0}' | sort -rn | cut -d' ' -f2-); do
     umount "$m" 2> /dev/null || umount -l "$m" || true

@@ -10,7 +10,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 dir=$work/$case
 rm -rf "$dir" && mkdir -p "$dir"
 for i in $(seq 1 400); do printf "document %d: the quick brown fox %d jumps over the lazy dog\n%%\n" "$i" "$((i * 7919 % 1000))"; done >"$dir/corpus.txt"
-"$moe4d" prepare --input "$dir/corpus.txt" --output "$dir/data" --tokenizer bytes >"$dir/prepare.log" 2>&1 ||
+"$moe4d" prepare --input "$dir/corpus.txt" --doc-separator percent --output "$dir/data" --tokenizer bytes >"$dir/prepare.log" 2>&1 ||
   { echo "prepare failed:"; cat "$dir/prepare.log"; exit 1; }
 tokenizer=bytes
 model_vocab=260
@@ -62,7 +62,7 @@ YAML
 if [ "$case" = clean ]; then
   touch -d '-1 minute' "$dir/data/train.bin" "$dir/data/valid.bin"  # old enough to be marked verified
   for run in 1 2; do
-    "$moe4d" train "$dir/config.yaml" --quiet >"$dir/train$run.log" 2>&1 ||
+    "$moe4d" train "$dir/config.yaml" --quiet --start-over >"$dir/train$run.log" 2>&1 ||
       { echo "run $run failed:"; cat "$dir/train$run.log"; exit 1; }
   done
   [ -f "$dir/data/train.bin.verified" ] || { echo "no verified marker next to train.bin"; exit 1; }

@@ -86,7 +86,7 @@ def main():
         shutil.rmtree(work)
     os.makedirs(work)
     corpus(f"{work}/corpus.txt")
-    run([moe4d, "prepare", "--input", f"{work}/corpus.txt", "--output", f"{work}/data", "--tokenizer", "bpe",
+    run([moe4d, "prepare", "--input", f"{work}/corpus.txt", "--doc-separator", "percent", "--output", f"{work}/data", "--tokenizer", "bpe",
          "--vocab-size", "300", "--valid-fraction", "0.1"])
     with open(f"{work}/model.yaml", "w") as f:
         f.write(MODELS[variant] + f"""

@@ -88,6 +88,9 @@ class LaunchJob : public ::testing::Test {
   static std::string write_config(const std::string& name, int dp, int ep, int tp, int steps, int micro_batch_num = 1,
                                   double collective_timeout = 0) {
     Config c = tiny_training_config(dir_->file("data.bin"));
+    // `train` checks the shard header's tokenizer (bytes: 257 ids) fits the model's vocabulary;
+    // 260 rows also divide over TP 2 and 4.
+    c.model.vocab_size = 260;
     c.parallel.data_parallel = dp;
     c.parallel.expert_parallel = ep;
     c.parallel.tensor_parallel = tp;

@@ -260,7 +260,9 @@ TEST(ModelTraining, OverfitsOneBatch) {
     adam.step(step, 1e-2, 1.0f);
   }
   EXPECT_GT(first, 3.0);  // ~ln(32) at initialisation
-  EXPECT_LT(last, 0.05) << "loss went from " << first << " to " << last;
+  // Adam at a constant 1e-2 settles around 0.05 (the exact value depends on the GEMM kernels the
+  // CPU dispatches to): a 35x fall from ln(32) is memorisation.
+  EXPECT_LT(last, 0.1) << "loss went from " << first << " to " << last;
 }
 
 }  // namespace

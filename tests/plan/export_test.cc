@@ -239,7 +239,7 @@ TEST(Export, ModelOptionsReachMegatronAndMoe4dConfigs) {
   EXPECT_TRUE(flags.count("--group-query-attention"));
   EXPECT_EQ(flags["--num-query-groups"], "8");
   EXPECT_EQ(flags["--rotary-base"], "1000000");
-  EXPECT_FALSE(flags.count("--moe-ffn-hidden-size"));
+  EXPECT_EQ(flags["--moe-ffn-hidden-size"], "14336");  // always given: Megatron defaults it to ffn_hidden_size
 
   const ModelPreset deepseek = model_preset("deepseek-moe-16b");
   const PlanContext dctx{"deepseek-moe-16b", deepseek.model, deepseek.setup, cluster_preset("dgx-h100")};
