@@ -7,23 +7,10 @@
 #include <map>
 
 #include "report/run_pictures.h"
+#include "report/svg.h"
 
 namespace moe4d {
 namespace {
-
-std::string escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 // Mean over the steps of a per-step value (NaN-free steps only).
 template <typename F>
@@ -121,13 +108,13 @@ std::string run_index_html(const MetricsLog& log, const std::vector<std::pair<st
       "<style>body{{font-family:sans-serif;max-width:860px;margin:2em auto;color:#222}}"
       "img{{width:820px;border:1px solid #ddd}}p.n{{color:#444}}</style>\n</head>\n<body>\n"
       "<h1>moe4d run</h1>\n<p>{0}: steps {1} to {2}</p>\n",
-      escape(log.path), log.steps.front().step, log.steps.back().step);
+      xml_escape(log.path), log.steps.front().step, log.steps.back().step);
   for (const auto& [file, content] : pictures) {
     if (file.size() < 4 || file.substr(file.size() - 4) != ".svg") continue;
-    html += fmt::format("<h2 id=\"{0}\">{0}</h2>\n", escape(file));
+    html += fmt::format("<h2 id=\"{0}\">{0}</h2>\n", xml_escape(file));
     const std::string numbers = numbers_for(file, log);
-    if (!numbers.empty()) html += fmt::format("<p class=\"n\">{}</p>\n", escape(numbers));
-    html += fmt::format("<img src=\"{0}\" alt=\"{0}\">\n", escape(file));
+    if (!numbers.empty()) html += fmt::format("<p class=\"n\">{}</p>\n", xml_escape(numbers));
+    html += fmt::format("<img src=\"{0}\" alt=\"{0}\">\n", xml_escape(file));
   }
   html += "</body>\n</html>\n";
   return html;
