@@ -12,9 +12,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${MOE4D_FUZZ_BUILD:-$root/build-fuzz}
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (apt-get install clang)"; exit 1; }
 
+mkdir -p "$build"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_FLAGS="-O1" \
-  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DMOE4D_FUZZ=ON >"$build.configure.log" 2>&1 ||
-  { cat "$build.configure.log"; exit 1; }
+  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DMOE4D_FUZZ=ON >"$build/configure.log" 2>&1 ||
+  { cat "$build/configure.log"; exit 1; }
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   for source in "$root"/tests/fuzz/fuzz_*.cc; do targets+=("$(basename "$source" .cc)"); done

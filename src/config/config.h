@@ -1,4 +1,4 @@
-// config/config.h — the typed form of a moe4d YAML config (design.md §5).
+// config/config.h — the typed form of a moe4d YAML config (docs/config.md).
 //
 // `load_config` (config/config_loader.h) turns a YAML file into a Config, rejecting unknown keys,
 // wrong types and out-of-range values with the key path and line. These structs carry no behaviour

@@ -1,6 +1,6 @@
 // config/config_loader.h — reads a moe4d YAML config into a Config, and writes one back.
 //
-// The schema is design.md §5 plus every field of the structs in config/config.h: each field has a
+// The schema is docs/config.md plus every field of the structs in config/config.h: each field has a
 // YAML key of the same name, under the sections `model` (with `model.moe`), `parallel_config`,
 // `train` (with `train.loss_scale`), `data` and `checkpoint`. MindFormers spellings are accepted as
 // aliases: parallel_config.model_parallel (= tensor_parallel), pipeline_stage (= pipeline_parallel)

@@ -1,4 +1,4 @@
-// kernels/rmsnorm.cc — RMSNorm forward/backward over the last dimension (design.md §2).
+// kernels/rmsnorm.cc — RMSNorm forward/backward over the last dimension (docs/model.md §1).
 #include "kernels/rmsnorm.h"
 
 #include <cmath>

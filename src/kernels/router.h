@@ -1,6 +1,6 @@
 // kernels/router.h — the MoE router in fp32: expert scores (softmax over the experts, or a sigmoid
 // per expert as in DeepSeek-V3), top-k, the pick weights (optionally renormalised), the
-// Switch/GShard load-balancing loss and the router z-loss (design.md §2, docs/moe.md).
+// Switch/GShard load-balancing loss and the router z-loss (docs/model.md §1, docs/moe.md).
 //
 // The router logits are x @ W_r (a matmul_forward call); these kernels start from the logits.
 #pragma once

@@ -9,7 +9,7 @@
 //                   activations (round_output), input gradients always (they are 16-bit
 //                   activation gradients in a real mixed-precision backward), weight gradients
 //                   never (they accumulate into the fp32 gradient buffer of the fp32 master weights).
-//   keep_fp32     — this GEMM stays fp32 whatever the precision (the router, design.md §2).
+//   keep_fp32     — this GEMM stays fp32 whatever the precision (the router, docs/model.md §1).
 // With an inspector installed, every operand and result is shown to it (model/tensor_inspector.h).
 //
 // Shapes: W is the parameter's value (or one expert's [in_dim, out_dim] slice of it), stored

@@ -188,7 +188,7 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
 
   rmsnorm_forward(s->xn, s->rstd, x_in, ctx.params.value(norm_id_), T, d, float(ctx.model.norm_eps));
   float* logits = scoring_.sigmoid ? (s->logits = keep.alloc_f32(size_t(T) * E)) : ctx.scratch.alloc_f32(size_t(T) * E);
-  // The router stays fp32 whatever the training precision (design.md §2).
+  // The router stays fp32 whatever the training precision (docs/model.md §1).
   block_matmul_forward(ctx, {.labels = kRouterLabels, .weight_id = router_id_, .keep_fp32 = true}, logits, s->xn, T, d,
                        E);
   const bool use_bias = std::any_of(router_bias_.begin(), router_bias_.end(), [](float b) { return b != 0.0f; });

@@ -11,7 +11,7 @@
 // the routed path's TP all-reduce (and their input gradient the expert path's), so they add no
 // collective.
 //
-// Parallel layout (design.md §3): the router is a dense parameter (replicated over DP x EP and TP);
+// Parallel layout (docs/model.md §2): the router is a dense parameter (replicated over DP x EP and TP);
 // expert e lives on EP rank e / (E / ep); inside the TP group each expert's W1/W3 are column- and W2
 // row-parallel, exactly like the dense FFN. We chose TP-sharded experts over "experts replicated
 // over TP with token slicing" because it keeps one code path for dense and expert FFNs, divides

@@ -26,7 +26,7 @@ struct ShardSpec {
 };
 
 // Which replicas must agree on a parameter, i.e. over which group its gradient is summed:
-// dense parameters are replicated over DP x EP, expert parameters over DP only (design.md §3).
+// dense parameters are replicated over DP x EP, expert parameters over DP only (docs/model.md §2).
 enum class ParamGroup { kDense = 0, kExpert = 1 };
 constexpr int kNumParamGroups = 2;
 

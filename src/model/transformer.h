@@ -1,4 +1,4 @@
-// model/transformer.h — the part of the reference model (design.md §2) that this rank holds.
+// model/transformer.h — the part of the reference model (docs/model.md §1) that this rank holds.
 //
 // The model is cut into chunks of contiguous layers; a rank holds one chunk per pipeline stage it
 // runs (one, or `virtual_pipeline` for the interleaved schedule). The first chunk of the model starts

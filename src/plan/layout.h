@@ -1,7 +1,7 @@
 // plan/layout.h — one candidate parallel layout: DP x EP x TP x PP, micro-batching, pipeline
 // schedule, recompute, ZeRO stage and rank order; parsing and printing of `--layout` strings.
 //
-// Conventions follow design.md §3: world = dp * ep * tp * pp, EP is carved out of data parallelism
+// Conventions follow docs/model.md §2: world = dp * ep * tp * pp, EP is carved out of data parallelism
 // (dp * ep data replicas), and the rank order lists the fastest-varying dimension first.
 #pragma once
 

@@ -1,4 +1,4 @@
-// plan/model_presets.h — named models for `moe4d plan`, expressed in the reference model (design.md §2,
+// plan/model_presets.h — named models for `moe4d plan`, expressed in the reference model (docs/model.md §1,
 // with its grouped-query attention, expert widths, shared experts and leading dense layers; no MLA):
 //   moe-120b          the articles' 120B MoE: ~40B dense (attention + embeddings) + ~77B experts
 //   dense-70b         the articles' 70B dense model (Llama-2-70B shape, MHA)

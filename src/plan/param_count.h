@@ -1,4 +1,4 @@
-// plan/param_count.h — parameter counts of the reference model (design.md §2), whole and per device.
+// plan/param_count.h — parameter counts of the reference model (docs/model.md §1), whole and per device.
 //
 // Dense parameters (attention, norms, dense FFNs, shared experts, routers, embedding, head) are
 // replicated over the dp * ep data replicas; routed expert parameters over dp only. Within a pipeline

@@ -1,6 +1,6 @@
 // train/feature_gate.h — config values the schema knows but this build cannot train with yet.
 //
-// The config schema (design.md §5) is complete from day one so that configs written for the full
+// The config schema (docs/config.md) is complete from day one so that configs written for the full
 // system parse; a value whose feature this build lacks is refused here, at start-up, with a
 // clear message, instead of being accepted and silently ignored. It also refuses pipelines with fewer
 // micro-batches than stages (train/pipeline_schedule.h explains why).

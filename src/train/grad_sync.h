@@ -2,7 +2,7 @@
 // backward, for every ZeRO stage (docs/zero.md).
 //
 // Gradients of dense parameters are summed over the DP x EP group, those of expert parameters over
-// the DP group (design.md §3); each micro-batch loss is already scaled by 1 / (replicas x micro-batches)
+// the DP group (docs/model.md §2); each micro-batch loss is already scaled by 1 / (replicas x micro-batches)
 // so the sum is the mean gradient. The buckets are the ZeroLayout's (train/zero_layout.h).
 //
 // zero_stage 0 / 1: the full gradients accumulate over the micro-batches in the ParamStore; during

@@ -11,7 +11,7 @@
 // gradients are final.
 //
 // The group's data-parallel communicator is dp_ep for dense parameters (replicated over DP x EP) and
-// dp for experts (design.md §3). Bucketing (the same for every ZeRO stage):
+// dp for experts (docs/model.md §2). Bucketing (the same for every ZeRO stage):
 //   by size   parallel_config.grad_bucket_size elements per bucket (default max(40M, 1M x group
 //             size), Megatron-Core's bucket_size);
 //   by count  gradient_aggregation_group buckets of about F / n elements (MindFormers).

@@ -1,5 +1,5 @@
 // tests/common/equivalence_harness.h — "this parallel layout reproduces the single-rank run"
-// (design.md §6), shared by every equivalence test launched through mpirun.
+// (docs/model.md §3), shared by every equivalence test launched through mpirun.
 //
 // run_equivalence: world rank 0 first trains the single-rank reference in-process (on
 // LocalCommunicators, with the same global batch and the same micro-batches: micro_batch_num x data

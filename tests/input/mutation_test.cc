@@ -37,7 +37,7 @@ const char* const kKeys[] = {
     "granularity"};
 
 bool names_a_key(const std::string& message) {
-  // design.md's own wording of the world-size rule names the four factors dp, ep, tp, pp.
+  // docs/model.md's wording of the world-size rule names the four factors dp, ep, tp, pp.
   if (message.find("parallel size mismatch: dp ") != std::string::npos) return true;
   for (const char* key : kKeys)
     if (std::regex_search(message, std::regex(std::string("(^|[^a-z_])") + key + "([^a-z_]|$)"))) return true;

@@ -1,5 +1,5 @@
 // Training with the expert all-to-all cut into slices (moe.a2a_chunks 2 and 4) reproduces the
-// single-rank run, like every other layout (design.md §6; the pattern of
+// single-rank run, like every other layout (docs/model.md §3; the pattern of
 // tests/parallel_train/equivalence_test.cc): per-step loss within 1e-5 relative for 20 steps, the
 // aux loss too, final parameters within 1e-4. EP2 runs under 2 ranks, EP2 x TP2 under 4.
 #include <gtest/gtest.h>

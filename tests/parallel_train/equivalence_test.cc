@@ -1,4 +1,4 @@
-// Every parallel layout reproduces the single-rank run (design.md §6, the core test of moe4d).
+// Every parallel layout reproduces the single-rank run (docs/model.md §3, the core test of moe4d).
 //
 // Launched through mpirun with N ranks; suite SizeN holds the layouts of N ranks. The comparison
 // itself is tests/common/equivalence_harness.h.

@@ -1,4 +1,4 @@
-// Pipeline-parallel layouts reproduce the single-rank run (design.md §6).
+// Pipeline-parallel layouts reproduce the single-rank run (docs/model.md §3).
 //
 // Launched through mpirun with N ranks; each suite SizeN holds the layouts of N ranks. World rank 0
 // first runs the single-rank reference in-process (same global batch, same micro-batches:

@@ -1,4 +1,4 @@
-// tests/plan/articles_test.cc — the articles' worked examples (seeds 000 §2.3, §3, §4.1, §4.3, §5.3).
+// tests/plan/articles_test.cc — the worked examples of the Ascend 910B 4-D parallelism guide the planner follows (its §2.3, §3, §4.1, §4.3, §5.3).
 //
 // The articles count weights only ("dense 40B over TP4 ~ 20 GB bf16 per card, plus 12.5 GB of
 // experts"). The planner counts what moe4d's runtime holds: fp32 master weights + a bf16 copy, fp32

@@ -4,7 +4,7 @@
 //     that wrote it in a zero_stage 0 single-rank run;
 //   - a zero_stage 0 single-rank checkpoint continues in a ZeRO-3 DP2 run like the run that wrote it;
 //   - a ZeRO-3 DP2 checkpoint continues in a ZeRO-1 EP2 run (dense state sharded over DP x EP).
-// "Continues like" = the next 7 losses within 1e-5 relative (the layouts are equivalent, design.md §6).
+// "Continues like" = the next 7 losses within 1e-5 relative (the layouts are equivalent, docs/model.md §3).
 #include <gtest/gtest.h>
 #include <mpi.h>
 

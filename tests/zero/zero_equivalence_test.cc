@@ -1,4 +1,4 @@
-// ZeRO 1, 2 and 3 reproduce the zero_stage 0 run of the same layout (design.md §6, docs/zero.md).
+// ZeRO 1, 2 and 3 reproduce the zero_stage 0 run of the same layout (docs/model.md §3, docs/zero.md).
 //
 // Launched through mpirun with N ranks; suite SizeN holds the layouts of N ranks. Every rank trains
 // the layout with zero_stage 0, then with zero_stage k, on the same communicators; per-step losses

@@ -26,7 +26,7 @@ constexpr int64_t kBucket = 8192;  // elements: two pages of floats
 int64_t aligned(int64_t numel) { return (numel + 15) / 16 * 16; }
 
 // Elements per group of this model when one rank holds all of it (DP only), computed from the
-// config alone: the parameter list of design.md §2.
+// config alone: the parameter list of docs/model.md §1.
 struct ParamCount {
   int64_t dense = 0, expert = 0;
   int64_t largest_layer = 0;  // elements of the largest transformer layer (both groups)
