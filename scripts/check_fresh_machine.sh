@@ -49,6 +49,7 @@ if ! command -v debootstrap > /dev/null; then
 fi
 
 root="$(mktemp -d /var/tmp/moe4d-fresh.XXXXXX)"
+chmod 755 "$root"  # it is the root's "/": mktemp's 0700 would lock every other user out of it
 
 mounts_below_root() { awk -v r="$root" '$2 == r || index($2, r "/") == 1 {print $2}' /proc/mounts; }
 

@@ -7,12 +7,13 @@ cd "$(dirname "$0")/.."
 # libdnnl-dev's CMake config (dnnl-config.cmake) calls find_package(OpenCL REQUIRED), so the OpenCL
 # ICD loader and headers are build dependencies even though moe4d runs oneDNN on the CPU only.
 # python3-torch/-numpy/-protobuf and protobuf-compiler are for the tests' independent references;
-# clang and its runtimes build the fuzzers and the sanitizer build.
+# clang and its runtimes build the fuzzers and the sanitizer build; the xz and zstd command-line
+# tools compress the tests' corpora independently of moe4d's decoders.
 packages=(g++ cmake ninja-build pkg-config git ca-certificates
           libopenmpi-dev openmpi-bin libopenblas-dev libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
           libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libsentencepiece-dev
           zlib1g-dev liblzma-dev libzstd-dev libgtest-dev libgmock-dev libssl-dev fortunes
-          clang libclang-rt-14-dev
+          clang libclang-rt-14-dev xz-utils zstd
           python3 python3-numpy python3-torch python3-protobuf protobuf-compiler)
 missing=()
 for p in "${packages[@]}"; do
