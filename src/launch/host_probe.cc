@@ -4,6 +4,8 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -30,10 +32,15 @@ double read_mem_available() {
   return 0;
 }
 
+// The interface's MTU from the kernel (SIOCGIFMTU), not /sys/class/net: containers and chroots
+// often have no sysfs, and the socket ioctl works wherever the network stack does. 0 = unknown.
 int read_mtu(const std::string& iface) {
-  std::ifstream in("/sys/class/net/" + iface + "/mtu");
-  int mtu = 0;
-  in >> mtu;
+  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd < 0) return 0;
+  ifreq request{};
+  std::strncpy(request.ifr_name, iface.c_str(), IFNAMSIZ - 1);
+  const int mtu = ioctl(fd, SIOCGIFMTU, &request) == 0 ? request.ifr_mtu : 0;
+  close(fd);
   return mtu;
 }
 

@@ -105,7 +105,9 @@ std::vector<PreflightLine> judge_host(const PreflightJob& job, const std::string
     int mtu = 0;
     for (const auto& [name, value] : f.mtu)
       if (smallest.empty() || value < mtu) smallest = name, mtu = value;
-    if (mtu < kJumboMtu)
+    if (mtu <= 0)
+      add(V::kWarn, "mtu", fmt::format("the MTU of {} could not be read ({})", smallest, f.interface_note));
+    else if (mtu < kJumboMtu)
       add(V::kWarn, "mtu", fmt::format("{} has MTU {} ({}), below {}: enable jumbo frames for MPI's traffic",
                                        smallest, mtu, f.interface_note, kJumboMtu));
     else
