@@ -20,7 +20,7 @@
 // train/zero_memory.h) and the staging buffer is reduce-scattered; this rank's slice is added to its
 // fp32 gradient shard. The blocks write weight gradients in reverse flat order, cut at the buckets'
 // starts (grad_cut_below), so the unreleased part of each flat buffer is one bucket being filled plus
-// at most one gradient row of the bucket below it. A rank then holds the shard (P elements), that,
+// fewer than kGradRowAlign (16) gradient rows of the bucket below it (model/block_matmul.h). A rank then holds the shard (P elements), that,
 // and at most kMaxInFlight staging buffers (docs/zero.md §Peak). Reductions are per micro-batch:
 // the full gradient never accumulates over micro-batches (the shard does), so the bound holds for
 // any micro_batch_num, at the price of moving micro_batch_num x (ranks-1)/ranks x F elements per
