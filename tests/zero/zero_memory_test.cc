@@ -157,7 +157,7 @@ TEST_F(ZeroMemory, HeldBytesMatchTheFormulasAndReleasedPagesAreGone) {
 // plus, per group, the bucket being filled and < kGradRowAlign gradient rows, plus kMaxInFlight staging buffers
 // (docs/zero.md §Peak). The head and embedding tables (the few large tensors, 32 buckets each) are
 // far larger than that bound, so it cannot hold with whole-tensor or whole-layer release. Checked
-// for ZeRO-2 and ZeRO-3, untied, and for ZeRO-2 with the table tied (the head reports it, then the
+// for ZeRO-2 and ZeRO-3, untied and with the table tied (the head reports it, then the
 // embedding again). ZeRO-3's values are still gathered a layer at a time: params peak <= shard +
 // the running layer's buckets + the prefetch.
 TEST(ZeroPeak, GradientAndParameterPeaksAreShardPlusBoundedBuckets) {
@@ -184,7 +184,7 @@ TEST(ZeroPeak, GradientAndParameterPeaksAreShardPlusBoundedBuckets) {
     int stage;
     bool tied;
   };
-  for (const Case& k : {Case{2, false}, Case{3, false}, Case{2, true}}) {
+  for (const Case& k : {Case{2, false}, Case{3, false}, Case{2, true}, Case{3, true}}) {
     SCOPED_TRACE(fmt::format("zero_stage {}, tied {}", k.stage, k.tied));
     Config c = config;
     c.parallel.zero_stage = k.stage;
