@@ -17,7 +17,7 @@
 namespace moe4d {
 namespace {
 
-ModelConfig blocks_config(bool tied) {
+ModelConfig blocks_config(bool tied, int shared_experts) {
   ModelConfig m;
   m.vocab_size = 128;
   m.hidden_size = 64;
@@ -30,6 +30,7 @@ ModelConfig blocks_config(bool tied) {
   m.moe.layer_freq = 2;
   m.moe.aux_loss_coeff = 0.01;
   m.tie_embeddings = tied;
+  m.moe.shared_experts = shared_experts;
   return m;
 }
 
@@ -96,8 +97,8 @@ struct Net {
   std::vector<int> tokens, targets;
 };
 
-void check(bool tied) {
-  const ModelConfig m = blocks_config(tied);
+void check(bool tied, int shared_experts = 0) {
+  const ModelConfig m = blocks_config(tied, shared_experts);
   Net plain(m), cut(m);
   plain.backward(nullptr);
   RecordingHooks hooks(cut.params, 100);
@@ -147,6 +148,8 @@ void check(bool tied) {
 TEST(GradBlocks, RowBlocksAreBitIdenticalAndReportEveryElementOnceInReverseOrder) { check(false); }
 
 TEST(GradBlocks, TiedTableIsReportedByTheHeadAndAgainByTheEmbedding) { check(true); }
+
+TEST(GradBlocks, SharedExpertsToo) { check(false, 2); }
 
 }  // namespace
 }  // namespace moe4d
