@@ -49,6 +49,12 @@ class StepTracer::LayerRecorder final : public LayerHooks {
          steady_ns(Clock::now()), nullptr});
     open_layer_ = kNoLayer;
   }
+  void grad_ready(int param, size_t begin, size_t end) override {
+    if (inner_) inner_->grad_ready(param, begin, end);
+  }
+  size_t grad_cut_below(int param, size_t end) const override {
+    return inner_ ? inner_->grad_cut_below(param, end) : 0;
+  }
 
  private:
   StepTracer& tracer_;
