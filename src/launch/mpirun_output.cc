@@ -21,9 +21,14 @@ OutputLine parse_output_line(std::string_view line) {
 }
 
 int progress_step(std::string_view text) {
-  static const std::regex step(R"(^step\s+(\d+)/\d+ \|)");
+  // The text line starts with its UTC timestamp ("2026-12-01T10:15:03Z step    10/200 | ..."; older
+  // builds printed none); --log-format json prints {"...","step":10,"steps":200,...} instead.
+  static const std::regex step(R"(^(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ )?step\s+(\d+)/\d+ \|)");
+  static const std::regex json_step(R"(^\{.*"step":(\d+),.*"steps":\d+)");
   std::match_results<std::string_view::const_iterator> m;
-  if (!std::regex_search(text.begin(), text.end(), m, step)) return -1;
+  if (!std::regex_search(text.begin(), text.end(), m, step) &&
+      !std::regex_search(text.begin(), text.end(), m, json_step))
+    return -1;
   return std::stoi(m[1].str());
 }
 

@@ -20,6 +20,14 @@ TEST(MpirunOutput, TaggedAndUntaggedLines) {
   EXPECT_EQ(progress_step("[moe4d rank 0] info: step 3"), -1);
 }
 
+TEST(MpirunOutput, ProgressLinesAsTrainPrintsThem) {
+  // The trainer's text progress line leads with a UTC timestamp; --log-format json is one object.
+  EXPECT_EQ(progress_step("2026-12-01T13:59:11Z step     7/30 | loss 8.3593 | aux 2.0764"), 7);
+  EXPECT_EQ(progress_step(R"({"aux_loss":4.2,"eta_s":0.0,"interval_steps":1,"loss":8.29,"step":12,"steps":50})"), 12);
+  EXPECT_EQ(progress_step("2026-12-01T13:59:11Z [moe4d] info: step 3/4 | x"), -1);
+  EXPECT_EQ(progress_step(R"({"step":3})"), -1);
+}
+
 TEST(MpirunOutput, SignalNotice) {
   MpirunOutputParser p;
   p.feed(parse_output_line("[1,0]<stdout>:step 1/4 | loss 1"));
