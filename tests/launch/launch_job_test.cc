@@ -359,6 +359,10 @@ TEST_F(LaunchJob, RestartAfterKillNineReproducesTheUninterruptedRunBitForBit) {
   ASSERT_EQ(run.summary["attempts"].size(), 2u) << run.summary.dump();
   EXPECT_EQ(run.summary["attempts"][0]["failed_rank"], 1);
   EXPECT_EQ(run.summary["attempts"][0]["failed_host"], "127.0.0.2");
+  // The launcher saw the trainer's (timestamped) progress lines: steps and the restart's timing.
+  EXPECT_GT(run.summary["attempts"][0]["last_step"].get<int>(), 0) << run.summary.dump();
+  EXPECT_GT(run.summary["attempts"][1]["first_step"].get<int>(), 0) << run.summary.dump();
+  ASSERT_EQ(run.summary["failure_to_first_step_s"].size(), 1u) << run.summary.dump();
   std::printf("restart timing (kill -9): %s\n", restart_timing(run).dump().c_str());
 }
 
