@@ -20,7 +20,7 @@ TensorSite site(const BlockGemm& g, TensorRole role) {
 
 void block_matmul_forward(BlockContext& ctx, const BlockGemm& g, float* out, const float* in, int n, int in_dim,
                           int out_dim, bool round_output) {
-  const float* w = ctx.params.value(g.weight_id) + weight_offset(g, in_dim, out_dim);
+  const float* w = g.weight ? g.weight : ctx.params.value(g.weight_id) + weight_offset(g, in_dim, out_dim);
   TensorInspector* inspector = ctx.numerics.inspector;
   if (inspector) inspector->on_operand(site(g, TensorRole::kForwardInput), in, int64_t(n) * in_dim);
   PrecisionGemm* half = g.keep_fp32 ? nullptr : ctx.numerics.gemm;
@@ -41,7 +41,7 @@ void block_matmul_backward(BlockContext& ctx, const BlockGemm& g, float* din, co
   if (inspector) inspector->on_operand(site(g, TensorRole::kOutputGradient), dout, int64_t(n) * out_dim);
   if (din != nullptr) {
     // din = dout @ W^T: W [in, out] is read transposed; a transposed weight [out, in] as stored.
-    const float* w = ctx.params.value(g.weight_id) + offset;
+    const float* w = g.weight ? g.weight : ctx.params.value(g.weight_id) + offset;
     const bool trans_w = !g.weight_transposed;
     const int ldw = g.weight_transposed ? in_dim : out_dim;
     const float beta = accumulate_din ? 1.0f : 0.0f;
@@ -52,7 +52,7 @@ void block_matmul_backward(BlockContext& ctx, const BlockGemm& g, float* din, co
     if (inspector) inspector->on_result(site(g, TensorRole::kInputGradient), din, int64_t(n) * in_dim);
   }
   if (in != nullptr) {
-    float* dw = ctx.params.grad(g.weight_id) + offset;
+    float* dw = g.weight_grad ? g.weight_grad : ctx.params.grad(g.weight_id) + offset;
     // dW[in, out] += in^T @ dout, or for a transposed weight dW[out, in] += dout^T @ in. Never
     // rounded: the gradient of an fp32 master weight accumulates in fp32.
     if (g.weight_transposed) {
