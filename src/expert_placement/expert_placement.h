@@ -50,18 +50,18 @@ ExpertPlacement expert_placement_initial(int experts, int ep, int redundant);
 
 // The placement for an observed load (tokens routed to each logical expert, summed over the
 // rebalance interval; the same vector on every rank). Minimises the busiest EP rank's expected rows,
-// sum over its slots of load[e] / replicas[e], by
-//   1. replica counts: R times, one more copy for the expert of largest load per copy (ties: lower
-//      index; at most ep copies), which minimises the largest load per copy;
-//   2. packing (LPT): the replicas, heaviest per-copy load first, each onto the least loaded rank that
-//      has a free replica slot and does not hold that expert yet;
-//   3. local search: reassigning one replica slot at a time to another expert or swapping two, while
-//      that lowers the busiest rank's load (or, at equal maximum, the number of ranks at it).
+// sum over its slots of load[e] / replicas[e] (docs/expert_replication.md §2):
+//   1. two constructions: (a) replica counts by largest load per copy (R times one more copy, at
+//      most ep), then LPT packing, heaviest per-copy load first, onto the least loaded rank with a
+//      free slot not holding the expert; (b) R times one more copy of an expert of the busiest rank,
+//      onto the rank where the resulting loads are lowest;
+//   2. local search on both: one replica slot reassigned to another expert, or two swapped between
+//      ranks, while the rank loads sorted descending get lexicographically lower; the better wins.
 // `current` (may be null): if its busiest rank under the new load is within 1/32 of the new plan's,
 // it is kept, so that noise in the load does not move replicas every interval; otherwise replica
-// slots that hold the same expert in both stay in the same local slot. Cost: O(R * E) for step 1,
-// O(R * (R + ep)) for step 2, O(passes * R * (E + R) * slots) for step 3 (passes <= 4R), all in
-// integer arithmetic; negligible next to one training step for realistic E (<= 256) and R.
+// slots that hold the same expert in both stay in the same local slot. Cost: O(R (E + ep) ep) per
+// construction, O(R E ep + R^2) per local-search pass (at most 4R passes), integer arithmetic only.
+// Measured quality: within 9% of brute force on 420 small cases, optimal in 332 (not a proven bound).
 ExpertPlacement expert_placement_plan(const std::vector<int64_t>& load, int experts, int ep, int redundant,
                                       const ExpertPlacement* current = nullptr);
 
