@@ -150,7 +150,10 @@ void validate_layout(const ModelConfig& model, const ParallelConfig& p, int64_t 
       fail("moe.redundant_experts {} needs expert_parallel >= 2 (replicas go to other EP ranks), but expert_parallel "
            "is {}; set moe.redundant_experts: 0 or raise expert_parallel",
            R, p.expert_parallel);
-    require_divisible("moe.redundant_experts", R, "expert_parallel", p.expert_parallel);
+    if (R % p.expert_parallel != 0)
+      fail("moe.redundant_experts {} is not divisible by expert_parallel {} (each EP rank holds redundant_experts / "
+           "expert_parallel replica slots); use a multiple of {} (e.g. {})",
+           R, p.expert_parallel, p.expert_parallel, nearby_multiples(R, p.expert_parallel));
     const int most = model.moe.num_experts * (p.expert_parallel - 1);
     if (R > most)
       fail("moe.redundant_experts {} exceeds num_experts x (expert_parallel - 1) = {} (no expert needs more copies "
