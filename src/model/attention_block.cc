@@ -88,6 +88,7 @@ void AttentionBlock::backward(float* dx, const float* x_in, const void* saved, B
   // Column-parallel W_qkv: the input gradient is a partial sum over TP ranks.
   if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(dxn, size_t(T) * d);
   rmsnorm_backward(dx, ctx.params.grad(norm_id_), dxn, x_in, ctx.params.value(norm_id_), s->rstd, T, d);
+  grad_ready(ctx, norm_id_);
 }
 
 }  // namespace moe4d

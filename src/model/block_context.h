@@ -13,6 +13,7 @@
 
 #include "config/config.h"
 #include "core/arena.h"
+#include "model/layer_hooks.h"
 #include "parallel/parallel_context.h"
 
 namespace moe4d {
@@ -60,6 +61,9 @@ struct BlockContext {
   RecomputeGranularity recompute = RecomputeGranularity::kNone;
   std::vector<MoeLayerStats>* moe_stats = nullptr;  // null: don't record (evaluation)
   BlockNumerics numerics;  // set by the step executor from the training precision
+  // Told which gradient elements are final during backward (model/layer_hooks.h); set by the
+  // Transformer's backward to its layer hooks, null: nobody listens.
+  LayerHooks* grad_hooks = nullptr;
 
   int tokens() const { return batch * seq; }
 };

@@ -10,10 +10,11 @@
 //              slot's W1, W3, W2 shard (3 d f / tp floats) from its home. It starts right after the
 //              router and overlaps the routing plan and the dispatch; the weights are the
 //              home's current values, so replicas equal their expert in every forward.
-//   backward — the experts' weight GEMMs accumulate replica gradients into local buffers;
-//              return_grads_begin sends them home in one all_to_all_v (overlapping the combine and
-//              the router backward), and return_grads_finish adds them into the home's gradient in
-//              EP-rank order, so the sum over all copies is the gradient of the logical expert.
+//   backward — the replica slots' weight GEMMs run first, into local buffers; return_grads_begin
+//              sends them home in one all_to_all_v (while the combine's return trip is in flight),
+//              and return_grads_finish adds them into the home's gradient in EP-rank order before
+//              the home experts' own weight GEMMs, which report the ranges ready to ZeRO-2/3's
+//              bucket reduction (model/block_matmul.h): the sum over all copies is then complete.
 // Bytes per micro-batch and EP rank: 3 d f / tp x (R / ep) x 4 received (forward; again under full
 // recompute) and the same sent back (backward).
 //

@@ -75,10 +75,14 @@ void FfnBlock::backward(float* dx, const float* x_in, const void* saved, BlockCo
   float* dh3 = ctx.scratch.alloc_f32(size_t(T) * f);
   swiglu_backward(dh1, dh3, dg, s->h1, s->h3, int64_t(T) * f);
   float* dxn = ctx.scratch.alloc_f32(size_t(T) * d);
-  block_matmul_backward(ctx, {.labels = kW1Labels, .weight_id = w1_id_}, dxn, dh1, s->xn, T, d, f, false);
+  // Weight gradients in reverse flat order (w2, w3, w1, norm), so that ZeRO's buckets fill and are
+  // reduced one after another (model/layer_hooks.h); the input gradient sums dh1 W1^T + dh3 W3^T as before.
+  block_matmul_backward(ctx, {.labels = kW1Labels, .weight_id = w1_id_}, dxn, dh1, nullptr, T, d, f, false);
   block_matmul_backward(ctx, {.labels = kW3Labels, .weight_id = w3_id_}, dxn, dh3, s->xn, T, d, f, true);
+  block_matmul_weight_grad(ctx, {.labels = kW1Labels, .weight_id = w1_id_}, dh1, s->xn, T, d, f);
   if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(dxn, size_t(T) * d);
   rmsnorm_backward(dx, ctx.params.grad(norm_id_), dxn, x_in, ctx.params.value(norm_id_), s->rstd, T, d);
+  grad_ready(ctx, norm_id_);
 }
 
 }  // namespace moe4d

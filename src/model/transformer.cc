@@ -118,6 +118,7 @@ void Transformer::backward(int c, const float* dx_out, float* dx_in, MicroBatchS
   const ChunkSpec& spec = chunks_[c];
   const int n = spec.num_layers;
   const size_t width = size_t(ctx.tokens()) * model_.hidden_size;
+  ctx.grad_hooks = hooks_;  // the blocks report their parameters' gradients as they write them
   float* dx = state.arena.alloc_f32(width);
   const int after_last = spec.has_embedding ? -1 : LayerHooks::kNoLayer;  // what backward visits last
   if (spec.has_head) {
