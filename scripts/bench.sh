@@ -31,7 +31,8 @@ bench() {
     comm) run comm mpi 2 "$B/comm/comm_bench" --max-mib=64 --iters=15 ;;
     scaling) run scaling mpi 2 "$B/scaling/scaling_bench" small 6 ;;
     moe) run moe_ep2 mpi 2 "$B/moe/moe_bench"
-         run moe_ep4 mpi 4 "$B/moe/moe_bench" ;;
+         run moe_ep4 mpi 4 "$B/moe/moe_bench"
+         run replication_ep2 mpi 2 "$B/moe/replication_bench" ;;
     pipeline) run pipeline mpi 2 "$B/pipeline/pipeline_bench" --config="$ROOT/configs/tiny.yaml" ;;
     zero) run zero mpi 2 "$B/zero/zero_bench" --config="$ROOT/configs/tiny.yaml" ;;
     precision) run precision "$B/precision/precision_bench" 3 small ;;

@@ -22,6 +22,7 @@ void add_plan_command(CLI::App& app) {
     int top = 10;
     int explain = 0;
     double expert_imbalance = 1;
+    int redundant_experts = 0;
     bool show_rejected = false;
   };
   auto flags = std::make_shared<Flags>();
@@ -50,7 +51,11 @@ void add_plan_command(CLI::App& app) {
       "--expert-imbalance", flags->expert_imbalance,
       "routed rows of the busiest EP rank over the balanced share (>= 1; e.g. 1.3 measured from a run's "
       "tokens_per_expert); default: balanced routing");
-  cmd->callback([flags, global_batch, seq_length, explain, imbalance] {
+  CLI::Option* redundant = cmd->add_option(
+      "--redundant-experts", flags->redundant_experts,
+      "replica slots per MoE layer for hot experts (moe.redundant_experts; needs --expert-imbalance): the busiest EP "
+      "device's share, memory and transfer are planned with them");
+  cmd->callback([flags, global_batch, seq_length, explain, imbalance, redundant] {
     PlanRequest request;
     request.model = flags->model;
     request.cluster = flags->cluster;
@@ -68,6 +73,7 @@ void add_plan_command(CLI::App& app) {
     if (explain->count() > 0 && flags->explain < 1) fail("--explain {}: expected a rank >= 1", flags->explain);
     request.explain = flags->explain;
     if (imbalance->count() > 0) request.expert_imbalance = flags->expert_imbalance;
+    if (redundant->count() > 0) request.redundant_experts = flags->redundant_experts;
     const std::string out = run_plan(request);
     std::fwrite(out.data(), 1, out.size(), stdout);
   });

@@ -31,6 +31,8 @@ struct MoeConfig {
   double z_loss_coeff = 0.0;
   double router_bias_update_rate = 0.0;  // > 0: aux-loss-free balancing bias (DeepSeek-V3)
   int a2a_chunks = 1;                    // slices of the expert all-to-all (overlap with expert compute)
+  int redundant_experts = 0;   // extra expert slots per MoE layer over the EP group (replicas of hot experts)
+  int rebalance_interval = 0;  // steps between placements of the replicas (required with redundant_experts)
 
   bool operator==(const MoeConfig&) const = default;
 };

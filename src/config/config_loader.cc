@@ -389,7 +389,7 @@ void read_model(Section& s, ModelConfig& m) {
   Section moe = s.section("moe", {"num_experts", "top_k", "layer_freq", "capacity_factor", "aux_loss_coeff",
                                   "z_loss_coeff", "router_bias_update_rate", "a2a_chunks", "first_dense_layers",
                                   "expert_ffn_hidden_size", "shared_experts", "shared_expert_ffn_hidden_size",
-                                  "score_function", "normalize_top_k"});
+                                  "score_function", "normalize_top_k", "redundant_experts", "rebalance_interval"});
   moe.read("num_experts", m.moe.num_experts);
   moe.read("top_k", m.moe.top_k);
   moe.read("layer_freq", m.moe.layer_freq);
@@ -404,6 +404,8 @@ void read_model(Section& s, ModelConfig& m) {
   moe.read("shared_expert_ffn_hidden_size", m.moe.shared_expert_ffn_hidden_size);
   moe.read_enum("score_function", kRouterScoreNames, m.moe.score_function);
   moe.read("normalize_top_k", m.moe.normalize_top_k);
+  moe.read("redundant_experts", m.moe.redundant_experts);
+  moe.read("rebalance_interval", m.moe.rebalance_interval);
 }
 
 // Omitted widths and head counts take the value they default to, so that a config reads back
@@ -631,6 +633,17 @@ void validate(const Config& c, const ConfigReader& r) {
       r.require(moe.shared_experts > 0, "model.moe.shared_expert_ffn_hidden_size",
                 "only together with model.moe.shared_experts > 0", str(moe.shared_expert_ffn_hidden_size));
     }
+    // Expert replication (docs/expert_replication.md); the rules that need expert_parallel are in
+    // parallel/layout_check.cc, so that a layout given on the command line is checked the same way.
+    non_negative("model.moe.redundant_experts", moe.redundant_experts);
+    non_negative("model.moe.rebalance_interval", moe.rebalance_interval);
+    if (moe.redundant_experts > 0)
+      r.require(moe.rebalance_interval > 0, "model.moe.rebalance_interval",
+                "a positive number of steps between replica placements when redundant_experts > 0",
+                str(moe.rebalance_interval));
+    else if (moe.rebalance_interval > 0)
+      r.fail_at(r.line_of("model.moe.rebalance_interval"), "model.moe.rebalance_interval",
+                "only applies with model.moe.redundant_experts > 0 (there are no replicas to place)");
     bool any_moe_layer = moe.first_dense_layers == 0;  // (layer_freq alone was never required to leave one)
     for (int l = 0; l < m.num_layers; ++l) any_moe_layer |= m.is_moe_layer(l);
     r.require(any_moe_layer, "model.moe.first_dense_layers",
@@ -641,7 +654,8 @@ void validate(const Config& c, const ConfigReader& r) {
     // MoE-only keys on a dense model would be silently meaningless.
     for (const char* key : {"model.moe.first_dense_layers", "model.moe.expert_ffn_hidden_size",
                             "model.moe.shared_experts", "model.moe.shared_expert_ffn_hidden_size",
-                            "model.moe.score_function", "model.moe.normalize_top_k"})
+                            "model.moe.score_function", "model.moe.normalize_top_k",
+                            "model.moe.redundant_experts", "model.moe.rebalance_interval"})
       if (r.find(key))
         r.fail_at(r.line_of(key), key, "only applies to MoE models, expected model.moe.num_experts > 0 with it");
   }
@@ -866,6 +880,8 @@ std::string config_to_yaml(const Config& c) {
   put("capacity_factor", m.moe.capacity_factor)("aux_loss_coeff", m.moe.aux_loss_coeff);
   put("z_loss_coeff", m.moe.z_loss_coeff)("router_bias_update_rate", m.moe.router_bias_update_rate);
   put("a2a_chunks", m.moe.a2a_chunks);
+  if (m.moe.redundant_experts > 0)
+    put("redundant_experts", m.moe.redundant_experts)("rebalance_interval", m.moe.rebalance_interval);
   if (m.is_moe()) {
     put("first_dense_layers", m.moe.first_dense_layers)("expert_ffn_hidden_size", m.expert_ffn());
     put("shared_experts", m.moe.shared_experts);

@@ -38,6 +38,11 @@ struct MoeLayerStats {
   double aux_loss = 0;                    // sum over micro-batches of the unscaled aux loss
   double z_loss = 0;
   int micro_batches = 0;
+  // With moe.redundant_experts > 0 (recorded by EP rank 0 of each EP group): rows each EP rank
+  // processed, with the replica placement and as they would have been without it; replica bytes
+  // moved (weight fetch + gradient return) by all EP ranks.
+  std::vector<double> rank_rows, rank_rows_without;
+  double replica_bytes = 0;
 };
 
 struct BlockContext {

@@ -21,7 +21,7 @@ void weight_grad(BlockContext& ctx, const BlockGemm& g, const float* dout, const
   const size_t offset = weight_offset(g, in_dim, out_dim);
   TensorInspector* inspector = ctx.numerics.inspector;
   PrecisionGemm* half = g.keep_fp32 ? nullptr : ctx.numerics.gemm;
-  float* dw = ctx.params.grad(g.weight_id) + offset;
+  float* dw = g.weight_grad ? g.weight_grad : ctx.params.grad(g.weight_id) + offset;
   // dW[in, out] += in^T @ dout, or for a transposed weight dW[out, in] += dout^T @ in, on rows
   // [r0, r1) of dW. Never rounded: the gradient of an fp32 master weight accumulates in fp32.
   const int rows = g.weight_transposed ? out_dim : in_dim, row_len = g.weight_transposed ? in_dim : out_dim;
@@ -37,6 +37,11 @@ void weight_grad(BlockContext& ctx, const BlockGemm& g, const float* dout, const
     else
       gemm(true, false, m, row_len, n, 1.0f, a, lda, b, row_len, 1.0f, c, row_len);
   };
+  if (g.weight_grad) {  // an expert replica slot's own buffer: no parameter range to report
+    block(0, size_t(rows));
+    if (inspector && n > 0) inspector->on_result(site(g, TensorRole::kWeightGradient), dw, int64_t(in_dim) * out_dim);
+    return;
+  }
   // The inspector may change the gradient (fault injection), so it must see it before it is reduced.
   for_each_grad_block(ctx, g.weight_id, offset, size_t(rows), size_t(row_len), inspector == nullptr,
                       [&](size_t r0, size_t r1) {
@@ -63,7 +68,7 @@ void block_matmul_weight_grad(BlockContext& ctx, const BlockGemm& g, const float
 
 void block_matmul_forward(BlockContext& ctx, const BlockGemm& g, float* out, const float* in, int n, int in_dim,
                           int out_dim, bool round_output) {
-  const float* w = ctx.params.value(g.weight_id) + weight_offset(g, in_dim, out_dim);
+  const float* w = g.weight ? g.weight : ctx.params.value(g.weight_id) + weight_offset(g, in_dim, out_dim);
   TensorInspector* inspector = ctx.numerics.inspector;
   if (inspector) inspector->on_operand(site(g, TensorRole::kForwardInput), in, int64_t(n) * in_dim);
   PrecisionGemm* half = g.keep_fp32 ? nullptr : ctx.numerics.gemm;
@@ -84,7 +89,7 @@ void block_matmul_backward(BlockContext& ctx, const BlockGemm& g, float* din, co
   if (inspector) inspector->on_operand(site(g, TensorRole::kOutputGradient), dout, int64_t(n) * out_dim);
   if (din != nullptr) {
     // din = dout @ W^T: W [in, out] is read transposed; a transposed weight [out, in] as stored.
-    const float* w = ctx.params.value(g.weight_id) + offset;
+    const float* w = g.weight ? g.weight : ctx.params.value(g.weight_id) + offset;
     const bool trans_w = !g.weight_transposed;
     const int ldw = g.weight_transposed ? in_dim : out_dim;
     const float beta = accumulate_din ? 1.0f : 0.0f;

@@ -28,6 +28,10 @@ struct BlockGemm {
   int global_expert = -1;     // its index in the model, for names
   bool weight_transposed = false;
   bool keep_fp32 = false;
+  // Set for an expert replica slot (model/expert_replicas.h): its weight and gradient live outside
+  // the ParamStore; weight_id still names the parameter it copies.
+  const float* weight = nullptr;
+  float* weight_grad = nullptr;
 };
 
 // out[n, out_dim] = in[n, in_dim] @ W (overwritten). round_output: a 16-bit path stores it in 16 bits.

@@ -121,6 +121,7 @@ ExpertExchangePlan ExpertExchange::plan(const int* expert_offsets, Arena& memory
   for (int g = 0; g < E; ++g) mine[g] = expert_offsets[g + 1] - expert_offsets[g];
   int* counts = memory.alloc_i32(size_t(ep) * E);
   group_.all_gather(mine, counts, size_t(E), DType::kI32);
+  plan.counts = counts;
   // total[g]: rows of expert g over all sources; before_me[g]: rows from sources < me (where this
   // rank's block sits inside expert g's part of its holder's expert layout).
   int* total = memory.alloc_i32(E);

@@ -63,6 +63,7 @@ struct ExpertExchangePlan {
   int send_rows = 0;                // rows in this rank's token layout (its kept routed rows)
   int recv_rows = 0;                // rows in this rank's expert layout
   int* expert_offsets = nullptr;    // [local_experts + 1] expert layout offsets of each local expert
+  const int* counts = nullptr;      // [ep * experts] rows each source EP rank sends to each expert
   ExchangeSlice* slices = nullptr;  // [chunks]
 };
 

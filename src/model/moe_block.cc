@@ -47,6 +47,12 @@ constexpr GemmLabels kW2Labels{"expert swiglu output", "expert output"};
 constexpr GemmLabels kSharedW1Labels{"moe input (ffn_norm output)", "shared expert w1 projection"};
 constexpr GemmLabels kSharedW3Labels{"moe input (ffn_norm output)", "shared expert w3 projection"};
 constexpr GemmLabels kSharedW2Labels{"shared expert swiglu output", "shared expert output"};
+
+// Replicas need an EP group to spread over; with EP 1 (e.g. a single-rank evaluation of a run
+// trained with replicas) the layer runs exactly as without them.
+int redundant_slots(const ModelConfig& model, const ParallelContext& pc) {
+  return pc.ep_size() > 1 ? model.moe.redundant_experts : 0;
+}
 }  // namespace
 
 MoeBlock::MoeBlock(int layer, const ModelConfig& model, ParallelContext& pc, ParamStore& params)
@@ -56,12 +62,13 @@ MoeBlock::MoeBlock(int layer, const ModelConfig& model, ParallelContext& pc, Par
       local_shared_ffn_(model.shared_ffn() / pc.tp_size()),
       experts_(model.moe.num_experts),
       local_experts_(model.moe.num_experts / pc.ep_size()),
+      local_slots_((model.moe.num_experts + redundant_slots(model, pc)) / pc.ep_size()),
       top_k_(model.moe.top_k),
       scoring_{.sigmoid = model.moe.score_function == RouterScore::kSigmoid, .normalize = model.moe.normalize_top_k},
       capacity_factor_(model.moe.capacity_factor),
       aux_coeff_(static_cast<float>(model.moe.aux_loss_coeff)),
       z_coeff_(static_cast<float>(model.moe.z_loss_coeff)),
-      exchange_(*pc.ep, model.moe.num_experts, pc.ep_size() > 1 ? model.moe.a2a_chunks : 1),
+      exchange_(*pc.ep, model.moe.num_experts + redundant_slots(model, pc), pc.ep_size() > 1 ? model.moe.a2a_chunks : 1),
       router_bias_(model.moe.num_experts, 0.0f) {
   const int tp = pc.tp_size(), tp_rank = pc.coord.tp, ep = pc.ep_size(), ep_rank = pc.coord.ep;
   const int64_t d = model.hidden_size, f = model.expert_ffn(), e = model.moe.num_experts;
@@ -87,6 +94,19 @@ MoeBlock::MoeBlock(int layer, const ModelConfig& model, ParallelContext& pc, Par
     shared_w2_id_ = params.add({.name = prefix + "moe.shared.w2.weight", .global_shape = {fs, d},
                                 .shards = {{0, tp, tp_rank}}, .init_std = out_std, .layer = layer});
   }
+  if (const int R = redundant_slots(model, pc); R > 0)
+    replicas_ = std::make_unique<ExpertReplicas>(
+        *pc.ep, expert_placement_initial(int(e), ep, R),
+        ReplicaWeights{.w1_id = w1_id_, .w3_id = w3_id_, .w2_id = w2_id_, .hidden = int(d), .local_ffn = local_ffn_});
+}
+
+BlockGemm MoeBlock::slot_gemm(int local_slot, int which, int first_expert) const {
+  static constexpr const GemmLabels* kLabels[3] = {&kW1Labels, &kW3Labels, &kW2Labels};
+  const int ids[3] = {w1_id_, w3_id_, w2_id_};
+  if (!replicas_ || !replicas_->is_replica(local_slot))
+    return {*kLabels[which], ids[which], local_slot, first_expert + local_slot};
+  return {.labels = *kLabels[which], .weight_id = ids[which], .global_expert = replicas_->expert_of(local_slot),
+          .weight = replicas_->weight(local_slot, which), .weight_grad = replicas_->grad(local_slot, which)};
 }
 
 void MoeBlock::shared_forward(const float* xn, float* h1, float* h3, float* g, float* x_out, int T,
@@ -128,15 +148,14 @@ void MoeBlock::experts_forward(const ExchangeSlice& slice, const float* xr, floa
                                float* yr, BlockContext& ctx) const {
   const int d = hidden_, f = local_ffn_;
   const int first_expert = ctx.pc.coord.ep * local_experts_;
-  for (int e = 0; e < local_experts_; ++e) {
+  for (int e = 0; e < local_slots_; ++e) {
     const int begin = slice.expert_begin[e], n = slice.expert_end[e] - begin;
     if (n == 0) continue;
     const size_t rf = size_t(begin) * f, rd = size_t(begin) * d;
-    const int global = first_expert + e;
-    block_matmul_forward(ctx, {kW1Labels, w1_id_, e, global}, h1 + rf, xr + rd, n, d, f);
-    block_matmul_forward(ctx, {kW3Labels, w3_id_, e, global}, h3 + rf, xr + rd, n, d, f);
+    block_matmul_forward(ctx, slot_gemm(e, 0, first_expert), h1 + rf, xr + rd, n, d, f);
+    block_matmul_forward(ctx, slot_gemm(e, 1, first_expert), h3 + rf, xr + rd, n, d, f);
     swiglu_forward(g + rf, h1 + rf, h3 + rf, int64_t(n) * f);
-    block_matmul_forward(ctx, {kW2Labels, w2_id_, e, global}, yr + rd, g + rf, n, f, d);
+    block_matmul_forward(ctx, slot_gemm(e, 2, first_expert), yr + rd, g + rf, n, f, d);
   }
 }
 
@@ -144,15 +163,14 @@ void MoeBlock::experts_backward_inputs(const ExchangeSlice& slice, const float* 
                                        float* dg, float* dh1, float* dh3, float* dxr, BlockContext& ctx) const {
   const int d = hidden_, f = local_ffn_;
   const int first_expert = ctx.pc.coord.ep * local_experts_;
-  for (int e = 0; e < local_experts_; ++e) {
+  for (int e = 0; e < local_slots_; ++e) {
     const int begin = slice.expert_begin[e], n = slice.expert_end[e] - begin;
     if (n == 0) continue;
     const size_t rf = size_t(begin) * f, rd = size_t(begin) * d;
-    const int global = first_expert + e;
-    block_matmul_backward(ctx, {kW2Labels, w2_id_, e, global}, dg + rf, dyr + rd, nullptr, n, f, d, false);
+    block_matmul_backward(ctx, slot_gemm(e, 2, first_expert), dg + rf, dyr + rd, nullptr, n, f, d, false);
     swiglu_backward(dh1 + rf, dh3 + rf, dg + rf, h1 + rf, h3 + rf, int64_t(n) * f);
-    block_matmul_backward(ctx, {kW1Labels, w1_id_, e, global}, dxr + rd, dh1 + rf, nullptr, n, d, f, false);
-    block_matmul_backward(ctx, {kW3Labels, w3_id_, e, global}, dxr + rd, dh3 + rf, nullptr, n, d, f, true);
+    block_matmul_backward(ctx, slot_gemm(e, 0, first_expert), dxr + rd, dh1 + rf, nullptr, n, d, f, false);
+    block_matmul_backward(ctx, slot_gemm(e, 1, first_expert), dxr + rd, dh3 + rf, nullptr, n, d, f, true);
   }
 }
 
@@ -161,6 +179,21 @@ void MoeBlock::experts_backward_weights(const ExpertExchangePlan& plan, const fl
                                         BlockContext& ctx) const {
   const int d = hidden_, f = local_ffn_;
   const int first_expert = ctx.pc.coord.ep * local_experts_;
+  // Replica slots first: their gradients belong to experts homed elsewhere and must be in the
+  // home's gradient before the home reports it ready to ZeRO's bucket reduction (below), so they are
+  // computed, sent home and added here, ahead of the home experts' weight GEMMs.
+  if (replicas_) {
+    for (int e = local_experts_; e < local_slots_; ++e) {
+      const int begin = plan.expert_offsets[e], n = plan.expert_offsets[e + 1] - begin;
+      if (n == 0) continue;
+      const size_t rf = size_t(begin) * f, rd = size_t(begin) * d;
+      block_matmul_weight_grad(ctx, slot_gemm(e, 2, first_expert), dyr + rd, g + rf, n, f, d);
+      block_matmul_weight_grad(ctx, slot_gemm(e, 0, first_expert), dh1 + rf, xr + rd, n, d, f);
+      block_matmul_weight_grad(ctx, slot_gemm(e, 1, first_expert), dh3 + rf, xr + rd, n, d, f);
+    }
+    replicas_->return_grads_begin();
+    replicas_->return_grads_finish(ctx.params);
+  }
   // Weight by weight in reverse flat order (w2, w3, w1; experts from the last down), so that ZeRO's
   // buckets of the expert group fill one after another (model/layer_hooks.h). An expert without
   // rows computes nothing but is still reported in the same blocks (block_matmul_weight_grad with
@@ -207,11 +240,19 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
   router_forward(s->probs, s->lse, s->topk_idx, s->topk_w, logits, use_bias ? router_bias_.data() : nullptr, T, E, k,
                  scoring_);
   router_expert_counts(s->counts, s->topk_idx, T, E, k);
+  // Replica weights travel while the rows are planned and dispatched (waited for before the GEMMs).
+  if (replicas_) replicas_->fetch_begin(ctx.params);
 
   int* expert_offsets = ctx.scratch.alloc_i32(E + 1);
   int* plan_scratch = ctx.scratch.alloc_i32(size_t(T) * k);
   const int rows = moe_route_plan(expert_offsets, s->row_slot, s->slot_row, plan_scratch, s->topk_idx, s->topk_w, T,
                                   E, k, capacity(T));
+  if (replicas_) {  // rows of each logical expert split over its copies: the token layout by physical slot
+    const int S = replicas_->placement().slots();
+    int* slot_offsets = ctx.scratch.alloc_i32(S + 1);
+    replicas_->split_rows(expert_offsets, s->row_slot, s->slot_row, T * k, slot_offsets, ctx.scratch);
+    expert_offsets = slot_offsets;
+  }
   s->plan = exchange_.plan(expert_offsets, keep);
   const ExpertExchangePlan& plan = s->plan;
   const int R = plan.recv_rows;
@@ -236,6 +277,7 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
   ExchangeTransferQueue arriving(plan.chunks, ctx.scratch), returning(plan.chunks, ctx.scratch);
   for (int c = 0; expert_parallel && c < plan.chunks; ++c)
     arriving.push(exchange_.dispatch_begin(c, xp, s->xr, d, plan, ctx.scratch));
+  if (replicas_) replicas_->fetch_finish();
   for (int c = 0; c < plan.chunks; ++c) {
     if (expert_parallel) arriving.finish(c);
     experts_forward(plan.slices[c], s->xr, s->h1, s->h3, g, yr, ctx);
@@ -265,6 +307,18 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
     st->aux_loss += router_aux_loss(s->probs, s->counts, T, E, k, scoring_);
     st->z_loss += router_z_loss(s->lse, T);
     st->micro_batches += 1;
+    if (replicas_) {
+      if (ctx.pc.coord.ep == 0) {  // every EP rank knows the whole count matrix: one records it
+        // Fetch and gradient return of this micro-batch, by every EP and TP rank of the group.
+        st->replica_bytes +=
+            2.0 * sizeof(float) * double(replicas_->replica_floats()) * plan.ep * ctx.pc.tp_size();
+        std::vector<double> with, without;
+        replicas_->rank_rows(plan.counts, with, without);
+        st->rank_rows.resize(with.size(), 0.0);
+        st->rank_rows_without.resize(without.size(), 0.0);
+        for (size_t r = 0; r < with.size(); ++r) st->rank_rows[r] += with[r], st->rank_rows_without[r] += without[r];
+      }
+    }
   }
   return s;
 }
@@ -289,6 +343,7 @@ void MoeBlock::backward(float* dx, const float* x_in, const void* saved, BlockCo
   float* dg = ctx.scratch.alloc_f32(size_t(R) * f);
   float* dh1 = ctx.scratch.alloc_f32(size_t(R) * f);
   float* dh3 = ctx.scratch.alloc_f32(size_t(R) * f);
+  if (replicas_) replicas_->zero_grads();
 
   // The forward's slice pipeline, carrying output gradients in and input gradients out.
   ExchangeTransferQueue arriving(plan.chunks, ctx.scratch), returning(plan.chunks, ctx.scratch);

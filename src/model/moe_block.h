@@ -33,15 +33,24 @@
 // their order; results agree with C = 1 to float rounding (docs/moe.md). With EP = 1 nothing moves
 // and C has no effect.
 //
+// Replication (moe.redundant_experts = R > 0, docs/expert_replication.md): each EP rank runs
+// (E + R) / ep expert slots, its E / ep home experts and R / ep replicas of hot experts on other
+// ranks (model/expert_replicas.h). The exchange then addresses physical slots instead of experts;
+// routing, capacity (per logical expert, before the rows are split over copies), the aux loss and
+// every parameter are unchanged, so results agree with R = 0 to float rounding.
+//
 // An expert that receives no rows (on any rank) skips its GEMMs; every rank still takes part in every
 // collective, so empty experts neither hang nor break backward.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "kernels/router.h"
 #include "model/block_context.h"
+#include "model/block_matmul.h"
 #include "model/expert_exchange.h"
+#include "model/expert_replicas.h"
 
 namespace moe4d {
 
@@ -61,9 +70,16 @@ class MoeBlock {
   // Aux-loss-free balancing (DeepSeek-V3): the selection bias of each expert.
   std::vector<float>& router_bias() { return router_bias_; }
   const std::vector<float>& router_bias() const { return router_bias_; }
+  // Replica placement (null without redundant experts). set_placement: between steps, the same
+  // placement on every rank of the EP group.
+  const ExpertPlacement* placement() const { return replicas_ ? &replicas_->placement() : nullptr; }
+  void set_placement(ExpertPlacement placement) { replicas_->set_placement(std::move(placement)); }
 
  private:
   int capacity(int tokens) const;
+  // The GEMM of weight `which` (0 w1, 1 w3, 2 w2) of this rank's local slot: a home expert's slice of
+  // the parameter, or a replica slot's own buffers.
+  BlockGemm slot_gemm(int local_slot, int which, int first_expert) const;
   // The experts on one slice's rows of the expert layout ([R, d] / [R, f_local] buffers).
   void experts_forward(const ExchangeSlice& slice, const float* xr, float* h1, float* h3, float* g, float* yr,
                        BlockContext& ctx) const;
@@ -81,7 +97,7 @@ class MoeBlock {
                        float* dxn, int T, BlockContext& ctx) const;
 
   int layer_;
-  int hidden_, local_ffn_, local_shared_ffn_, experts_, local_experts_, top_k_;
+  int hidden_, local_ffn_, local_shared_ffn_, experts_, local_experts_, local_slots_, top_k_;
   RouterScoring scoring_;
   std::optional<double> capacity_factor_;
   float aux_coeff_, z_coeff_;
@@ -89,6 +105,7 @@ class MoeBlock {
   int shared_w1_id_ = -1, shared_w3_id_ = -1, shared_w2_id_ = -1;
   ExpertExchange exchange_;
   std::vector<float> router_bias_;
+  std::unique_ptr<ExpertReplicas> replicas_;  // null: no redundant experts
 };
 
 }  // namespace moe4d

@@ -144,6 +144,22 @@ void validate_layout(const ModelConfig& model, const ParallelConfig& p, int64_t 
          "model experts",
          p.expert_parallel);
   if (model.is_moe()) require_divisible("num_experts", model.moe.num_experts, "expert_parallel", p.expert_parallel);
+  if (const int R = model.moe.redundant_experts; model.is_moe() && R > 0) {
+    // Replicas spread a hot expert over EP ranks; with one EP rank there is nowhere to spread it.
+    if (p.expert_parallel < 2)
+      fail("moe.redundant_experts {} needs expert_parallel >= 2 (replicas go to other EP ranks), but expert_parallel "
+           "is {}; set moe.redundant_experts: 0 or raise expert_parallel",
+           R, p.expert_parallel);
+    if (R % p.expert_parallel != 0)
+      fail("moe.redundant_experts {} is not divisible by expert_parallel {} (each EP rank holds redundant_experts / "
+           "expert_parallel replica slots); use a multiple of {} (e.g. {})",
+           R, p.expert_parallel, p.expert_parallel, nearby_multiples(R, p.expert_parallel));
+    const int most = model.moe.num_experts * (p.expert_parallel - 1);
+    if (R > most)
+      fail("moe.redundant_experts {} exceeds num_experts x (expert_parallel - 1) = {} (no expert needs more copies "
+           "than there are EP ranks); use at most {}",
+           R, most, most);
+  }
 
   check_pipeline(model, p);
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "plan/compute_model.h"
+#include "plan/replication_model.h"
 #include "plan/schedule_model.h"
 
 namespace moe4d {
@@ -49,6 +50,7 @@ std::string split_problem(const PlanContext& ctx, const Layout& l) {
   if (m.is_moe() && m.moe.num_experts % l.ep != 0)
     return fmt::format("ep {} does not divide num_experts {}", l.ep, m.moe.num_experts);
   if (m.num_layers % l.pp != 0) return fmt::format("pp {} does not divide num_layers {}", l.pp, m.num_layers);
+  if (const std::string r = replication_problem(m, l.ep, ctx.setup.redundant_experts); !r.empty()) return r;
   if (ctx.setup.global_batch % l.data_replicas() != 0)
     return fmt::format("global batch {} is not divisible by dp {} x ep {} = {} data replicas", ctx.setup.global_batch,
                        l.dp, l.ep, l.data_replicas());
@@ -123,7 +125,13 @@ TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place) {
       m.is_moe() ? collective_seconds(c, Collective::kAllToAll, place.ep, device_routed_rows(m, setup, l, tokens) * d * a)
                  : 0;
   const double p2p = l.pp > 1 ? collective_seconds(c, Collective::kSendRecv, place.pp_hop, tokens * d * a) : 0;
-  const double ep_fwd = 2 * a2a;  // dispatch + combine
+  // Replica slots: their weights come from the homes in forward and their gradients go back in
+  // backward, one all_to_all_v each per MoE layer and micro-batch (counted with the dispatch).
+  const double replica_move =
+      m.is_moe() ? collective_seconds(c, Collective::kAllToAll, place.ep,
+                                      replica_transfer_bytes(m, l, setup.redundant_experts) / 2)
+                 : 0;
+  const double ep_fwd = 2 * a2a + replica_move;  // dispatch + combine (+ replica fetch or return)
   const double ep_fwd_exposed = exposed_behind(ep_fwd, moe.expert_time, chunks);
   const double ep_bwd_exposed = exposed_behind(ep_fwd, 2 * moe.expert_time, chunks);
 

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "plan/schedule_model.h"
+#include "plan/replication_model.h"
 
 namespace moe4d {
 
@@ -19,7 +20,8 @@ double routed_rows(const ModelConfig& m, double tokens) {
 }
 
 double device_routed_rows(const ModelConfig& m, const TrainingSetup& setup, const Layout& layout, double tokens) {
-  return routed_rows(m, tokens) * (layout.ep > 1 ? setup.expert_imbalance : 1.0);
+  return routed_rows(m, tokens) *
+         (layout.ep > 1 ? replicated_imbalance(m, setup.expert_imbalance, layout.ep, setup.redundant_experts) : 1.0);
 }
 
 LayerActivations layer_activations(const ModelConfig& m, const TrainingSetup& setup, const Layout& layout,
@@ -143,6 +145,10 @@ MemoryBreakdown stage_memory(const ModelConfig& m, const TrainingSetup& setup, c
   if (layout.pp > 1) mem.comm_buffers += 2 * tokens * m.hidden_size * a;
   if (layout.ep > 1 && params.moe_layers > 0)
     mem.comm_buffers += 2 * device_routed_rows(m, setup, layout, tokens) * m.hidden_size * a;
+  // Replica slots: fp32 weights and a gradient buffer per MoE layer, no optimizer state.
+  const double replicas = replica_weight_bytes(m, layout, setup.redundant_experts) * params.moe_layers;
+  mem.weights += replicas;
+  mem.gradients += replicas;
   // ZeRO 0/1 compressed: the kMaxInFlight 16-bit staging buckets of the all-reduce.
   if (z < 2 && setup.grad_compression != GradCompression::kNone) mem.comm_buffers += 2 * bucket * setup.grad_reduce_bytes();
   mem.reserve = cluster.memory_reserve_fraction * cluster.device.memory_bytes;

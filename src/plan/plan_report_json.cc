@@ -47,7 +47,8 @@ nlohmann::json context_json(const PlanContext& ctx) {
            {{"global_batch", ctx.setup.global_batch},
             {"seq_length", ctx.setup.seq_length},
             {"precision", precision_name(ctx.setup.precision)},
-            {"expert_imbalance", ctx.setup.expert_imbalance}}}};
+            {"expert_imbalance", ctx.setup.expert_imbalance},
+            {"redundant_experts", ctx.setup.redundant_experts}}}};
 }
 
 nlohmann::json evaluation_json(const PlanContext& ctx, const Evaluation& e) {

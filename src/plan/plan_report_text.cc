@@ -4,6 +4,7 @@
 #include "plan/bottleneck.h"
 #include "plan/param_count.h"
 #include "plan/plan_report.h"
+#include "plan/replication_model.h"
 #include "plan/schedule_model.h"
 
 namespace moe4d {
@@ -40,6 +41,36 @@ std::string span_text(const GroupSpan& g) {
 
 }  // namespace
 
+
+// moe.redundant_experts: the busiest device's share with the replicas per EP size, their memory and
+// transfer, and how the option compares with the two other remedies (docs/expert_replication.md).
+std::string replication_lines(const PlanContext& ctx) {
+  const int R = ctx.setup.redundant_experts;
+  if (R <= 0) return "";
+  const ModelConfig& m = ctx.model;
+  std::string shares;
+  for (int ep = 2; ep <= std::min(m.moe.num_experts, ctx.cluster.device_count()); ep *= 2) {
+    if (m.moe.num_experts % ep != 0) continue;
+    if (!replication_problem(m, ep, R).empty()) continue;
+    shares += fmt::format("{}ep {}: {:.2f}x -> {:.2f}x", shares.empty() ? "" : ", ", ep, ctx.setup.expert_imbalance,
+                          replicated_imbalance(m, ctx.setup.expert_imbalance, ep, R));
+  }
+  if (shares.empty()) shares = "no EP size of this cluster can hold them (R must divide by ep, R <= E x (ep - 1))";
+  Layout one;
+  one.ep = 2;
+  one.tp = 1;
+  const double slot_mib = replica_weight_bytes(m, one, 2) / (1 << 20);  // ep 2 with R 2: one slot at tp 1
+  return fmt::format(
+      "replication: {} redundant expert slots per MoE layer; busiest EP device's rows over the balanced share "
+      "{}\n"
+      "  cost per replica slot and MoE layer (tp 1): {:.1f} MiB weights + {:.1f} MiB gradient buffer, {:.1f} MiB "
+      "fetched per micro-batch and as much returned (both in the table's memory and time)\n"
+      "  vs the other remedies: a larger aux loss would have to bring the share down by moving tokens to other "
+      "experts (it changes the model's routing); a smaller EP spreads the skew over fewer, fuller devices; "
+      "replication changes neither, and the layouts below are ranked with it\n",
+      R, shares, slot_mib, slot_mib, slot_mib);
+}
+
 std::string format_context(const PlanContext& ctx) {
   const ModelParamCount p = count_model_params(ctx.model);
   const ModelConfig& m = ctx.model;
@@ -65,7 +96,8 @@ std::string format_context(const PlanContext& ctx) {
          (ctx.setup.expert_imbalance > 1
               ? fmt::format("routing: the busiest expert-parallel device gets {:.2f}x the balanced rows\n",
                             ctx.setup.expert_imbalance)
-              : "");
+              : "") +
+         replication_lines(ctx);
 }
 
 std::string format_ranked_table(const PlanContext& ctx, const SearchResult& r) {

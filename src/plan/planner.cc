@@ -43,6 +43,17 @@ Resolved resolve(const PlanRequest& request) {
            *request.expert_imbalance);
     r.ctx.setup.expert_imbalance = *request.expert_imbalance;
   }
+  if (request.redundant_experts) {
+    if (*request.redundant_experts < 0)
+      fail("--redundant-experts {}: expected a non-negative number of replica slots per MoE layer",
+           *request.redundant_experts);
+    if (!r.ctx.model.is_moe()) fail("--redundant-experts needs an MoE model; {} is dense", model.name);
+    if (*request.redundant_experts > 0 && !request.expert_imbalance)
+      fail("--redundant-experts {} needs --expert-imbalance F (replicas only help a skewed routing; give the busiest "
+           "EP device's rows over the balanced share, e.g. 1.5)",
+           *request.redundant_experts);
+    r.ctx.setup.redundant_experts = *request.redundant_experts;
+  }
   if (r.ctx.setup.global_batch <= 0) fail("--global-batch must be a positive number of sequences");
   if (r.ctx.setup.seq_length <= 0) fail("--seq-length must be a positive number of tokens");
   r.ctx.cluster = resolve_cluster(request.cluster);

@@ -31,6 +31,7 @@ struct PlanRequest {
   std::optional<int> seq_length;
   std::optional<Precision> precision;
   std::optional<double> expert_imbalance;  // TrainingSetup::expert_imbalance (>= 1)
+  std::optional<int> redundant_experts;    // TrainingSetup::redundant_experts (>= 0; needs expert_imbalance)
   std::vector<int> devices;  // empty: the cluster's own device count
   std::string layout;        // "" (search), "config", or a --layout string
   int top = 10;

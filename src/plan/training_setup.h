@@ -25,6 +25,9 @@ struct TrainingSetup {
   // device's expert GEMMs, expert activations and all-to-all traffic scale by it; every layer waits
   // for that device at its all-to-all.
   double expert_imbalance = 1.0;
+  // moe.redundant_experts (moe4d plan --redundant-experts): replica slots per MoE layer that take
+  // rows off the busiest EP device (plan/replication_model.h); 0 = none.
+  int redundant_experts = 0;
 
   // Elements per gradient bucket of a parameter group of `elements` per device replicated over
   // `ranks` devices, as the runtime cuts it (train/zero_layout.h): elements / count, else

@@ -131,6 +131,29 @@ void read_moe(const Where& at, const json& moe, StepMetrics& m) {
     }
     m.expert_loads.push_back(std::move(load));
   }
+  if (!moe.contains("replication")) return;
+  const json* replicated = at.array(moe["replication"], "layers", "moe.replication.layers");
+  if (!replicated) return;
+  for (size_t i = 0; i < replicated->size(); ++i) {
+    const json& entry = (*replicated)[i];
+    const std::string name = fmt::format("moe.replication.layers[{}]", i);
+    if (!entry.is_object() || !entry.contains("layer")) at.fail("\"{}\" must be an object with a \"layer\"", name);
+    ReplicaLoad r;
+    r.layer = static_cast<int>(at.integer(entry["layer"], name + ".layer"));
+    r.max_mean = at.number(entry, "max_mean", name + ".max_mean");
+    r.max_mean_without = at.number(entry, "max_mean_without", name + ".max_mean_without");
+    if (entry.contains("moved_slots")) r.moved_slots = static_cast<int>(at.integer(entry["moved_slots"], name + ".moved_slots"));
+    if (const json* ranks = at.array(entry, "next_placement", name + ".next_placement")) {
+      for (size_t rank = 0; rank < ranks->size(); ++rank) {
+        const std::string rank_name = fmt::format("{}.next_placement[{}]", name, rank);
+        if (!(*ranks)[rank].is_array()) at.fail("\"{}\" must be an array, got {}", rank_name, type_name((*ranks)[rank]));
+        std::vector<int> slots;
+        for (const json& e : (*ranks)[rank]) slots.push_back(static_cast<int>(at.integer(e, rank_name)));
+        r.placement.push_back(std::move(slots));
+      }
+    }
+    m.replica_loads.push_back(std::move(r));
+  }
 }
 
 void read_pipeline(const Where& at, const json& events, StepMetrics& m) {

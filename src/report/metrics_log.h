@@ -22,6 +22,14 @@ struct ExpertLoad {
   double imbalance = 0;  // max / mean tokens per expert (from the record, or computed); NaN if no tokens
 };
 
+// Expert replication of one MoE layer at one step (`moe.replication.layers[]`).
+struct ReplicaLoad {
+  int layer = 0;
+  double max_mean = 0, max_mean_without = 0;  // busiest EP rank's rows / mean, with and without replicas
+  std::vector<std::vector<int>> placement;    // per EP rank: logical expert of each slot (homes first)
+  int moved_slots = 0;
+};
+
 // One box of a pipeline schedule, in seconds since the step started.
 struct PipelineEvent {
   int stage = 0;
@@ -56,6 +64,7 @@ struct StepMetrics {
   bool has_moe = false;
   double aux_loss, z_loss, dropped_fraction;
   std::vector<ExpertLoad> expert_loads;
+  std::vector<ReplicaLoad> replica_loads;  // `moe.replication`; empty without redundant experts
   // `pipeline` summary (pipeline-parallel runs): schedule and the idle share of the stages.
   std::string pipeline_schedule;  // "1f1b", "gpipe", "interleaved"; empty when absent
   int pipeline_stages = 0, pipeline_micro_batches = 0, pipeline_chunks = 0;  // 0 when absent

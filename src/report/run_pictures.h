@@ -36,6 +36,8 @@ std::string step_time_picture(const MetricsLog& log);   // step_time.svg
 // moe_pictures.cc
 std::vector<int> moe_layers(const MetricsLog& log);                 // layers with expert loads, sorted
 std::string expert_load_picture(const MetricsLog& log, int layer);  // expert_load_layer<L>.svg
+std::vector<int> replicated_layers(const MetricsLog& log);           // layers with replication records
+std::string replication_picture(const MetricsLog& log, int layer);  // replication_layer<L>.svg
 // health_pictures.cc
 std::string memory_picture(const MetricsLog& log);      // memory.svg
 std::string moe_losses_picture(const MetricsLog& log);  // moe_losses.svg

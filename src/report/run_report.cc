@@ -40,6 +40,8 @@ std::vector<std::pair<std::string, std::string>> render_run_report(const Metrics
   add("throughput.svg", throughput_picture(log));
   add("step_time.svg", step_time_picture(log));
   for (int layer : moe_layers(log)) add(fmt::format("expert_load_layer{}.svg", layer), expert_load_picture(log, layer));
+  for (int layer : replicated_layers(log))
+    add(fmt::format("replication_layer{}.svg", layer), replication_picture(log, layer));
   add("pipeline_timeline.svg", pipeline_timeline_picture(log));
   add("pipeline_bubble.svg", pipeline_bubble_picture(log));
   add("rank_compute.svg", rank_compute_picture(log));

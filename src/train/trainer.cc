@@ -143,6 +143,9 @@ StepResult Trainer::train_step() {
     std::fill(s.tokens_per_expert.begin(), s.tokens_per_expert.end(), 0.0);
     s.dropped_slots = s.routed_slots = s.aux_loss = s.z_loss = 0;
     s.micro_batches = 0;
+    std::fill(s.rank_rows.begin(), s.rank_rows.end(), 0.0);
+    std::fill(s.rank_rows_without.begin(), s.rank_rows_without.end(), 0.0);
+    s.replica_bytes = 0;
   }
 
   const MicroBatchFill fill = [&](int index, int* tokens, int* targets) {
@@ -165,7 +168,7 @@ StepResult Trainer::train_step() {
   // exactly one rank per data replica (TP rank 0 of the stage that computes it).
   const int E = std::max(config_.model.moe.num_experts, 1);
   const size_t load_size = moe_layers_.size() * size_t(E);
-  std::vector<double> reduced(5 + load_size, 0.0);
+  std::vector<double> reduced(5 + load_size + moe_layers_.size() * replication_stride(), 0.0);
   if (pc_.coord.tp == 0) {
     reduced[0] = ce_sum;
     for (const MoeLayerStats& s : moe_stats_) {
@@ -176,6 +179,7 @@ StepResult Trainer::train_step() {
       const size_t slot = std::find(moe_layers_.begin(), moe_layers_.end(), s.layer) - moe_layers_.begin();
       for (int e = 0; e < E; ++e) reduced[5 + slot * E + e] = s.tokens_per_expert[e];
     }
+    pack_replication_stats(reduced.data() + 5 + load_size);
   }
   pc_.world->all_reduce(reduced.data(), reduced.size(), DType::kF64, ReduceOp::kSum);
   phase("loss and load reduction");
@@ -207,8 +211,9 @@ StepResult Trainer::train_step() {
   // AdamW's bias correction counts the updates actually made.
   if (!r.skipped) optimizer_step(step - guard_.skipped_steps(), r.lr, grad_scale / loss_scale);
   phase("optimizer");
-  std::vector<double> load(reduced.begin() + 5, reduced.end());
+  std::vector<double> load(reduced.begin() + 5, reduced.begin() + 5 + load_size);
   if (!r.skipped && config_.model.moe.router_bias_update_rate > 0) update_router_bias(load);
+  if (replicated()) rebalance_experts(load, step);
   step_ = step;
   const auto t_end = Clock::now();
   r.seconds = std::chrono::duration<double>(t_end - t0).count();
@@ -233,6 +238,7 @@ StepResult Trainer::train_step() {
       if (comm.contains(group)) comm[group].update(split);
   }
   r.record = step_record(r, load, reduced[3], reduced[4], r.seconds);
+  if (replicated()) r.record["moe"]["replication"] = replication_record(reduced.data() + 5 + load_size);
   r.record["loss_scale"] = r.loss_scale;
   r.record["overflow"] = r.overflow;
   r.record["skipped"] = r.skipped;

@@ -175,6 +175,17 @@ class Trainer {
   int64_t zero_payload_seen_[3] = {0, 0, 0};  // zero_record(): counters at the previous step
   int stopped_by_signal_ = 0;
   std::string last_checkpoint_;
+  // Expert replication (trainer_replication.cc, docs/expert_replication.md): the replica placement of
+  // every MoE layer (each rank computes all of them from the all-reduced load, so they agree and rank
+  // 0 can report layers of other stages) and the integer load summed since the last rebalance.
+  bool replicated() const;
+  size_t replication_stride() const;  // reduced values per MoE layer: rows per EP rank with / without, bytes
+  void pack_replication_stats(double* out) const;
+  void rebalance_experts(const std::vector<double>& load, int64_t step);
+  nlohmann::json replication_record(const double* reduced) const;
+  std::vector<ExpertPlacement> placements_;
+  std::vector<std::vector<int64_t>> interval_load_;
+  std::vector<int> moved_slots_;  // replica slots refilled by the rebalance after the last step
 };
 
 }  // namespace moe4d

@@ -58,6 +58,8 @@ constexpr const char* kFull = R"(model:
     shared_expert_ffn_hidden_size: 176
     score_function: sigmoid
     normalize_top_k: false
+    redundant_experts: 2
+    rebalance_interval: 50
 parallel_config:
   data_parallel: 2
   expert_parallel: 4
@@ -160,6 +162,25 @@ TEST(ConfigLoader, FullConfigParsesEveryField) {
   EXPECT_FALSE(c.model.moe.normalize_top_k);
   // first_dense_layers 1, then layer_freq 2 on the absolute index: layers 1, 3, 5 are MoE.
   for (int l = 0; l < 6; ++l) EXPECT_EQ(c.model.is_moe_layer(l), l % 2 == 1) << l;
+}
+
+TEST(ConfigErrors, ExpertReplicationKeys) {
+  const std::string moe = "  seq_length: 32\n  moe:\n    num_experts: 4\n";
+  const auto with = [&](const std::string& keys) { return minimal_with("  seq_length: 32\n", moe + keys); };
+  EXPECT_EQ(error_of(with("    redundant_experts: 2\n")),
+            "demo.yaml: model.moe.rebalance_interval: expected a positive number of steps between replica "
+            "placements when redundant_experts > 0, got '0' (the default)");
+  EXPECT_EQ(error_of(with("    rebalance_interval: 10\n")),
+            "demo.yaml:10: model.moe.rebalance_interval: only applies with model.moe.redundant_experts > 0 (there "
+            "are no replicas to place)");
+  EXPECT_EQ(error_of(with("    redundant_experts: -2\n    rebalance_interval: 10\n")),
+            "demo.yaml:10: model.moe.redundant_experts: expected a non-negative integer, got '-2'");
+  EXPECT_EQ(error_of(minimal_with("  seq_length: 32\n", "  seq_length: 32\n  moe:\n    redundant_experts: 2\n")),
+            "demo.yaml:9: model.moe.redundant_experts: only applies to MoE models, expected model.moe.num_experts > 0 "
+            "with it");
+  const Config c = parse_config(with("    redundant_experts: 2\n    rebalance_interval: 10\n"), "moe.yaml");
+  EXPECT_EQ(c.model.moe.redundant_experts, 2);
+  EXPECT_EQ(c.model.moe.rebalance_interval, 10);
 }
 
 TEST(ConfigLoader, ModelOptionDefaultsAreTheReferenceModel) {
@@ -314,7 +335,7 @@ TEST(ConfigErrors, UnknownKeyAtThreeLevels) {
             "demo.yaml:10: model.moe.topk: unknown key (expected one of: num_experts, top_k, layer_freq, "
             "capacity_factor, aux_loss_coeff, z_loss_coeff, router_bias_update_rate, a2a_chunks, "
             "first_dense_layers, expert_ffn_hidden_size, shared_experts, shared_expert_ffn_hidden_size, "
-            "score_function, normalize_top_k)");
+            "score_function, normalize_top_k, redundant_experts, rebalance_interval)");
 }
 
 TEST(ConfigErrors, RepeatedKey) {

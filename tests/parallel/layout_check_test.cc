@@ -134,6 +134,23 @@ TEST(LayoutCheck, ExpertParallel) {
   EXPECT_TRUE(starts_with(experts, "num_experts 6 is not divisible by expert_parallel 4")) << experts;
 }
 
+TEST(LayoutCheck, RedundantExperts) {
+  ModelConfig m = moe_model();
+  m.moe.num_experts = 4;
+  m.moe.redundant_experts = 2;
+  m.moe.rebalance_interval = 5;
+  EXPECT_EQ(error_of(m, layout(1, 2, 1, 1), 2, 2), "(no error)");
+  EXPECT_TRUE(starts_with(error_of(m, layout(2, 1, 1, 1), 2, 2),
+                          "moe.redundant_experts 2 needs expert_parallel >= 2 (replicas go to other EP ranks)"));
+  m.moe.redundant_experts = 3;
+  EXPECT_TRUE(starts_with(error_of(m, layout(1, 2, 1, 1), 2, 2),
+                          "moe.redundant_experts 3 is not divisible by expert_parallel 2"));
+  m.moe.redundant_experts = 6;
+  EXPECT_EQ(error_of(m, layout(1, 2, 1, 1), 2, 2),
+            "moe.redundant_experts 6 exceeds num_experts x (expert_parallel - 1) = 4 (no expert needs more copies "
+            "than there are EP ranks); use at most 4");
+}
+
 TEST(LayoutCheck, PipelineStages) {
   ModelConfig m = moe_model();
   m.num_layers = 6;

@@ -132,6 +132,34 @@ TEST(Planner, ExpertImbalanceSlowsTheBusiestExpertRank) {
   EXPECT_EQ(error_of([&] { run_plan(r); }).rfind("--expert-imbalance 0.5: expected", 0), 0u);
 }
 
+// --redundant-experts R (docs/expert_replication.md): on the same skew the busiest EP rank's rows,
+// hence its expert GEMMs and activations, drop; the replica slots cost memory; an EP size R does
+// not divide is refused; R without a skew, or negative, is an error.
+TEST(Planner, RedundantExpertsTakeRowsOffTheBusiestRank) {
+  PlanRequest r = articles_request();
+  r.json = true;
+  r.layout = "dp=2,ep=8,tp=4,pp=1,mb=16";
+  r.expert_imbalance = 1.5;
+  const nlohmann::json skewed = nlohmann::json::parse(run_plan(r));
+  r.redundant_experts = 8;
+  const nlohmann::json replicated = nlohmann::json::parse(run_plan(r));
+  EXPECT_LT(replicated["time"]["compute_seconds"].get<double>(), skewed["time"]["compute_seconds"].get<double>());
+  EXPECT_LT(replicated["memory"]["activations_bytes"].get<double>(), skewed["memory"]["activations_bytes"].get<double>());
+  EXPECT_GT(replicated["memory"]["weights_fp32_bytes"].get<double>(), skewed["memory"]["weights_fp32_bytes"].get<double>());
+  r.json = false;
+  r.layout.clear();
+  const std::string text = run_plan(r);
+  EXPECT_NE(text.find("replication: 8 redundant expert slots per MoE layer"), std::string::npos) << text;
+  r.redundant_experts = 12;
+  r.layout = "dp=2,ep=8,tp=4,pp=1,mb=16";
+  EXPECT_NE(error_of([&] { run_plan(r); }).find("redundant_experts 12 is not divisible by ep 8"), std::string::npos);
+  r.expert_imbalance.reset();
+  r.redundant_experts = 8;
+  EXPECT_EQ(error_of([&] { run_plan(r); }).rfind("--redundant-experts 8 needs --expert-imbalance F", 0), 0u);
+  r.redundant_experts = -1;
+  EXPECT_EQ(error_of([&] { run_plan(r); }).rfind("--redundant-experts -1: expected", 0), 0u);
+}
+
 TEST(Planner, ExplainShowsOneRowInFull) {
   PlanRequest r = articles_request();
   r.top = 3;

@@ -330,3 +330,38 @@ TEST(MetricsLog, MissingFilesAndDirectories) {
 
 }  // namespace
 }  // namespace moe4d
+
+namespace moe4d {
+namespace {
+
+// A run with redundant experts: the EP-rank load with and without replicas over the steps and the
+// replica map of the last step, read back from the records as the trainer writes them.
+TEST(RunReport, ReplicationPictureShowsRankLoadAndReplicaMap) {
+  TempDir dir;
+  std::vector<std::string> lines;
+  for (int step = 1; step <= 6; ++step) {
+    json rec = moe_record(step, 4, {1});
+    const std::vector<std::vector<int>> placement =
+        step < 3 ? std::vector<std::vector<int>>{{0, 1, 2}, {2, 3, 0}} : std::vector<std::vector<int>>{{0, 1, 3}, {2, 3, 0}};
+    rec["moe"]["replication"] = {
+        {"redundant_experts", 2},
+        {"rebalance_interval", 3},
+        {"layers",
+         {{{"layer", 1}, {"rank_tokens", {120, 130}}, {"rank_tokens_without", {180, 70}}, {"max_mean", 1.04},
+           {"max_mean_without", 1.44}, {"replica_bytes", 1e5}, {"next_placement", placement},
+           {"replicas", {2, 1, 1, 2}}, {"moved_slots", step == 3 ? 1 : 0}}}}};
+    lines.push_back(rec.dump());
+  }
+  write_lines(dir.file("metrics.jsonl"), lines);
+  const auto files = render_run_report(read_metrics_log(dir.file("metrics.jsonl")));
+  const auto it = std::find_if(files.begin(), files.end(), [](const auto& f) { return f.first == "replication_layer1.svg"; });
+  ASSERT_NE(it, files.end());
+  const XmlElement svg = parse_xml(it->second);
+  // 4 experts x 2 EP ranks of copies, and the two curves.
+  EXPECT_EQ(count_elements(*find_groups(svg, "cells")[0], "rect"), 8u);
+  EXPECT_NE(it->second.find("with replicas"), std::string::npos);
+  EXPECT_NE(it->second.find("without (same routing)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace moe4d

@@ -1,0 +1,60 @@
+// plan/replication_model.cc — the hot-expert load model and the replica slots' bytes (see the header).
+#include "plan/replication_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "expert_placement/expert_placement.h"
+
+namespace moe4d {
+
+std::string replication_problem(const ModelConfig& m, int ep, int redundant) {
+  if (redundant <= 0 || ep <= 1) return "";
+  if (redundant % ep != 0) return fmt::format("redundant_experts {} is not divisible by ep {}", redundant, ep);
+  if (redundant > m.moe.num_experts * (ep - 1))
+    return fmt::format("redundant_experts {} exceeds num_experts x (ep - 1) = {}", redundant,
+                       m.moe.num_experts * (ep - 1));
+  return "";
+}
+
+double replicated_imbalance(const ModelConfig& m, double imbalance, int ep, int redundant) {
+  const int E = m.moe.num_experts;
+  if (redundant <= 0 || ep <= 1 || !replication_problem(m, ep, redundant).empty() || imbalance <= 1) return imbalance;
+  // A search asks for the same few (E, k, F, ep, R) thousands of times: memoised per thread (a pure
+  // function of its key, so the cache changes no result).
+  thread_local std::map<std::tuple<int, int, double, int, int>, double> memo;
+  const auto key = std::make_tuple(E, m.moe.top_k, imbalance, ep, redundant);
+  if (const auto it = memo.find(key); it != memo.end()) return it->second;
+  // Loads in units of 1/1000 of the mean expert load (integers for the placement).
+  constexpr double kMean = 1000;
+  const int local = E / ep;
+  // Busiest device: hot h + (local - 1) at the mean; the rest share what is left equally.
+  const double busiest = imbalance * local * kMean;
+  const double cap = kMean * E / std::max(1, m.moe.top_k);  // all T tokens pick the hot expert
+  const double h = std::min(cap, busiest - (local - 1) * kMean);
+  const double rest = (E * kMean - h - (local - 1) * kMean) / std::max(1, E - local);
+  std::vector<int64_t> load(E, std::llround(std::max(0.0, rest)));
+  load[0] = std::llround(h);
+  for (int e = 1; e < local; ++e) load[e] = std::llround(kMean);
+  const ExpertPlacement p = expert_placement_plan(load, E, ep, redundant);
+  const std::vector<double> ranks = expert_placement_rank_load(p, load);
+  double total = 0;
+  for (double r : ranks) total += r;
+  return memo[key] = *std::max_element(ranks.begin(), ranks.end()) / (total / ep);
+}
+
+double replica_weight_bytes(const ModelConfig& m, const Layout& l, int redundant) {
+  if (redundant <= 0 || l.ep <= 1 || !m.is_moe()) return 0;
+  return 4.0 * 3.0 * m.hidden_size * (double(m.expert_ffn()) / l.tp) * (redundant / l.ep);
+}
+
+double replica_transfer_bytes(const ModelConfig& m, const Layout& l, int redundant) {
+  return 2 * replica_weight_bytes(m, l, redundant);
+}
+
+}  // namespace moe4d
