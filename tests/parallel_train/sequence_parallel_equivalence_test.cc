@@ -12,6 +12,9 @@
 #include "../common/equivalence_harness.h"
 #include "../train/train_fixture.h"
 #include "comm/mpi_communicator.h"
+#include "plan/layout.h"
+#include "plan/memory_model.h"
+#include "plan/model_source.h"
 #include "train/trainer.h"
 
 namespace moe4d {
@@ -20,7 +23,7 @@ namespace {
 using S = PipelineSchedule;
 using R = RecomputeGranularity;
 
-struct Layout {
+struct SpLayout {
   int dp = 1, ep = 1, tp = 2, pp = 1;
   S schedule = S::k1F1B;
   int virtual_pipeline = 1;
@@ -40,7 +43,7 @@ struct Layout {
   }
 };
 
-Config layout_config(const Layout& layout, const std::string& shard) {
+Config layout_config(const SpLayout& layout, const std::string& shard) {
   Config config = test::tiny_training_config(shard);
   config.model.num_layers = layout.layers;  // layer_freq 2: odd layers are MoE
   config.model.tie_embeddings = layout.tied;
@@ -59,7 +62,7 @@ Config layout_config(const Layout& layout, const std::string& shard) {
   return config;
 }
 
-class SequenceParallelEquivalence : public ::testing::TestWithParam<Layout> {};
+class SequenceParallelEquivalence : public ::testing::TestWithParam<SpLayout> {};
 
 TEST_P(SequenceParallelEquivalence, ReproducesSingleRankRun) {
   test::TempDir dir;
@@ -67,12 +70,12 @@ TEST_P(SequenceParallelEquivalence, ReproducesSingleRankRun) {
   test::expect_equivalent(test::run_equivalence(config, 20));
 }
 
-const Layout kTwoRanks[] = {
+const SpLayout kTwoRanks[] = {
     {},
     {.recompute = R::kFull},
     {.recompute = R::kSelective, .tied = true},
 };
-const Layout kFourRanks[] = {
+const SpLayout kFourRanks[] = {
     {.tp = 4},
     {.tp = 4, .recompute = R::kSelective, .tied = true},
     {.ep = 2},
@@ -81,12 +84,12 @@ const Layout kFourRanks[] = {
     {.dp = 2, .zero = 1},
     {.dp = 2, .zero = 3, .recompute = R::kSelective, .tied = true},
 };
-const Layout kEightRanks[] = {
+const SpLayout kEightRanks[] = {
     {.ep = 2, .tp = 4},
     {.ep = 2, .pp = 2, .schedule = S::kInterleaved, .virtual_pipeline = 2, .zero = 3, .layers = 4},
 };
 
-auto layout_name = [](const ::testing::TestParamInfo<Layout>& info) { return info.param.name(); };
+auto layout_name = [](const ::testing::TestParamInfo<SpLayout>& info) { return info.param.name(); };
 INSTANTIATE_TEST_SUITE_P(Size2, SequenceParallelEquivalence, ::testing::ValuesIn(kTwoRanks), layout_name);
 INSTANTIATE_TEST_SUITE_P(Size4, SequenceParallelEquivalence, ::testing::ValuesIn(kFourRanks), layout_name);
 INSTANTIATE_TEST_SUITE_P(Size8, SequenceParallelEquivalence, ::testing::ValuesIn(kEightRanks), layout_name);
@@ -122,6 +125,39 @@ TEST(SequenceParallelMemory, Size2ShardsTheActivationsOutsideTensorParallelRegio
   const double d = m.hidden_size;
   const double outside = 4.0 * (m.num_layers * (4 * T * d + 2 * T) + 2 * T * d + T);
   EXPECT_GE(without - with, 0.8 * 0.5 * outside) << "without " << without << " with " << with;
+}
+
+// The planner's activation model (plan/memory_model.h) against the saved activations the runtime
+// measures, per pipeline stage, with and without sequence parallelism, for four TP layouts of 4
+// ranks (fp32, as the run).
+TEST(SequenceParallelMemory, Size4PlannerPredictsTheMeasuredActivations) {
+  test::TempDir dir;
+  const std::string shard = test::write_synthetic_shard(dir.file("train.bin"), 64, 20000);
+  const SpLayout layouts[] = {{.tp = 4}, {.dp = 2}, {.pp = 2}, {.ep = 2}};
+  for (const SpLayout& layout : layouts)
+    for (const bool sp : {false, true}) {
+      Config config = layout_config(layout, shard);
+      config.model.num_layers = 4;
+      config.model.seq_length = 32;
+      config.parallel.sequence_parallel = sp;
+      auto world = MpiCommunicator::world(CommOptions{.timeout_seconds = 120});
+      ASSERT_EQ(world->size(), 4);
+      auto pc = make_parallel_context(std::move(world), config.parallel, 0);
+      Trainer trainer(config, *pc, {.quiet = true, .metrics_path = "/dev/null"});
+      StepResult r;
+      for (int i = 0; i < 2; ++i) r = trainer.train_step();
+      const Layout planned = layout_from_parallel_config(config.parallel, config.train.global_batch_size, 4);
+      const TrainingSetup setup = setup_from_config(config);
+      ClusterSpec cluster;
+      cluster.memory_reserve_fraction = 0;
+      for (int s = 0; s < planned.pp; ++s) {
+        const double predicted =
+            stage_memory(config.model, setup, planned, cluster, s, stage_params(config.model, planned, s)).activations;
+        const double measured = r.record["pipeline"]["peak_activation_bytes"][s].get<double>();
+        EXPECT_NEAR(measured / predicted, 1.0, 0.10) << layout.name() << (sp ? " sp" : "") << " stage " << s
+                                                    << ": measured " << measured << ", planned " << predicted;
+      }
+    }
 }
 
 }  // namespace
