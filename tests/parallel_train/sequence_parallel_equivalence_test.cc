@@ -32,6 +32,9 @@ struct SpLayout {
   bool tied = false;
   int layers = 2;
   int micro_batches = 2;
+  // Mixtral / DeepSeek-style options: GQA, narrow and shared experts, sigmoid routing with the
+  // selection bias, a capacity factor that drops slots.
+  bool options = false;
   std::string name() const {
     std::string n = fmt::format("dp{}_ep{}_tp{}_pp{}", dp, ep, tp, pp);
     if (schedule == S::kInterleaved) n += fmt::format("_interleaved_v{}", virtual_pipeline);
@@ -39,6 +42,7 @@ struct SpLayout {
     if (recompute == R::kSelective) n += "_recompute_selective";
     if (zero > 0) n += fmt::format("_zero{}", zero);
     if (tied) n += "_tied";
+    if (options) n += "_gqa_shared_sigmoid_capacity";
     return n;
   }
 };
@@ -47,6 +51,17 @@ Config layout_config(const SpLayout& layout, const std::string& shard) {
   Config config = test::tiny_training_config(shard);
   config.model.num_layers = layout.layers;  // layer_freq 2: odd layers are MoE
   config.model.tie_embeddings = layout.tied;
+  if (layout.options) {
+    ModelConfig& m = config.model;
+    m.num_kv_heads = 2;
+    m.moe.layer_freq = 1;
+    m.moe.expert_ffn_hidden_size = 16;
+    m.moe.shared_experts = 2;
+    m.moe.shared_expert_ffn_hidden_size = 8;
+    m.moe.score_function = RouterScore::kSigmoid;
+    m.moe.router_bias_update_rate = 0.002;
+    m.moe.capacity_factor = 1.0;
+  }
   ParallelConfig& p = config.parallel;
   p.data_parallel = layout.dp;
   p.expert_parallel = layout.ep;
@@ -74,6 +89,7 @@ const SpLayout kTwoRanks[] = {
     {},
     {.recompute = R::kFull},
     {.recompute = R::kSelective, .tied = true},
+    {.options = true},
 };
 const SpLayout kFourRanks[] = {
     {.tp = 4},
@@ -82,6 +98,7 @@ const SpLayout kFourRanks[] = {
     {.pp = 2, .tied = true},
     {.pp = 2, .schedule = S::kInterleaved, .virtual_pipeline = 2, .recompute = R::kFull, .layers = 4},
     {.dp = 2, .zero = 1},
+    {.dp = 2, .zero = 2, .recompute = R::kFull},
     {.dp = 2, .zero = 3, .recompute = R::kSelective, .tied = true},
 };
 const SpLayout kEightRanks[] = {
