@@ -17,7 +17,10 @@
 //   collective timeout: all_reduce on group world (world ranks 0,1,2) waited 30.0 s; missing rank(s): 2 (world)
 //   [rank 2 on node-b: no answer (dead, stopped, or busy outside MPI)]; blocked behind them: rank 1 on node-a
 //   (waiting 29.8 s in all_reduce on group tp[dp=0,ep=0,pp=0])
-// and calls MPI_Abort(MPI_COMM_WORLD, 3), so the job exits non-zero instead of hanging.
+// and calls MPI_Abort(MPI_COMM_WORLD, 3), so the job exits non-zero instead of hanging. A rank whose
+// late members are all blocked behind others holds its report back (answering queries) until the
+// deadline of the longest-waiting of them has passed plus two grace periods: the rank waiting on the
+// cause then reports first, and the job's first line names the rank that never arrived.
 //
 // Thread safety: the issuing thread (in wait loops) and the watchdog thread (while the issuing thread
 // is blocked in MPI) may both serve; one mutex serialises them.

@@ -279,7 +279,27 @@ void MpiCommunicator::on_timeout(const char* label, int64_t seq, int peer, doubl
   if (peer >= 0) {
     late.push_back(LateMember{peer, false, {}});  // point-to-point: the partner is the one missing
   } else {
-    late = census_->find_late(seq, census_answer(), census_grace_seconds(options_.timeout_seconds));
+    const double grace = census_grace_seconds(options_.timeout_seconds);
+    late = census_->find_late(seq, census_answer(), grace);
+    // Every late member is itself waiting on another group: the cause is further down the chain,
+    // and the rank waiting on it will name it when its own deadline passes. Hold this report back
+    // until then (answering census queries meanwhile), so the job's first report names the cause;
+    // report this consequence only if nobody else has by then.
+    double hold = -1;
+    for (const LateMember& m : late) {
+      if (!m.answered || m.answer.waiting_in[0] == '\0') {
+        hold = -1;
+        break;
+      }
+      hold = std::max(hold, options_.timeout_seconds - m.answer.waiting_seconds + 2 * grace + 1);
+    }
+    for (const Clock::time_point until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(hold));
+         hold > 0 && Clock::now() < until;) {
+      census_->serve(census_answer());
+      shared_->watchdog.poll_others(this);
+      std::this_thread::sleep_for(kCensusServeInterval);
+    }
   }
   abort_on_collective_timeout(label, name_, world_ranks_, waited, late, shared_->hosts);
 }

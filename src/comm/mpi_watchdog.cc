@@ -25,6 +25,18 @@ void MpiWatchdog::remove(Client* client) {
   clients_.erase(std::remove(clients_.begin(), clients_.end(), client), clients_.end());
 }
 
+void MpiWatchdog::poll_others(const Client* self) {
+  const auto now = std::chrono::steady_clock::now();
+  auto poll = [&] {
+    for (Client* client : clients_)
+      if (client != self) client->watchdog_poll(now);
+  };
+  // On the watchdog thread the mutex is already held by run(), which is what called us.
+  if (std::this_thread::get_id() == thread_.get_id()) return poll();
+  std::lock_guard<std::mutex> lock(mutex_);
+  poll();
+}
+
 void MpiWatchdog::run() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stop_) {

@@ -35,6 +35,9 @@ class MpiWatchdog {
 
   void add(Client* client);
   void remove(Client* client);
+  // Polls every client but `self` now, on the calling thread (the watchdog thread itself included):
+  // a rank that holds back its own timeout report keeps answering census queries on every group.
+  void poll_others(const Client* self);
 
  private:
   void run();

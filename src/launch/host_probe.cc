@@ -4,6 +4,8 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -14,6 +16,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/cpu_isa.h"
 #include "core/error.h"
 #include "core/sha256.h"
 
@@ -30,10 +33,15 @@ double read_mem_available() {
   return 0;
 }
 
+// The interface's MTU from the kernel (SIOCGIFMTU), not /sys/class/net: containers and chroots
+// often have no sysfs, and the socket ioctl works wherever the network stack does. 0 = unknown.
 int read_mtu(const std::string& iface) {
-  std::ifstream in("/sys/class/net/" + iface + "/mtu");
-  int mtu = 0;
-  in >> mtu;
+  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd < 0) return 0;
+  ifreq request{};
+  std::strncpy(request.ifr_name, iface.c_str(), IFNAMSIZ - 1);
+  const int mtu = ioctl(fd, SIOCGIFMTU, &request) == 0 ? request.ifr_mtu : 0;
+  close(fd);
   return mtu;
 }
 
@@ -129,6 +137,9 @@ HostFacts probe_this_host(const ProbeRequest& request, const std::string& versio
   f.exe = fs::read_symlink("/proc/self/exe", ec).string();
   f.exe_sha256 = sha256_file("/proc/self/exe");
   f.mem_available = read_mem_available();
+  f.cpu_model = cpu_model_name();
+  f.cpu_needed = needed_isa_list();
+  f.cpu_missing = missing_isa_list();
   choose_interfaces(request, &f);
   if (!request.disk_dir.empty()) {
     fs::path dir = fs::absolute(request.disk_dir, ec);
@@ -149,7 +160,8 @@ nlohmann::json host_facts_to_json(const HostFacts& f) {
   return {{"probe", "moe4d"},          {"hostname", f.hostname},   {"version", f.version},
           {"exe", f.exe},              {"exe_sha256", f.exe_sha256}, {"unix_time", f.unix_time},
           {"mem_available", f.mem_available}, {"mtu", f.mtu},    {"interface_note", f.interface_note},
-          {"disk_free", f.disk_free},  {"disk_path", f.disk_path}, {"unreadable", f.unreadable}};
+          {"disk_free", f.disk_free},  {"disk_path", f.disk_path}, {"unreadable", f.unreadable},
+          {"cpu_model", f.cpu_model},  {"cpu_needed", f.cpu_needed}, {"cpu_missing", f.cpu_missing}};
 }
 
 HostFacts host_facts_from_json(const std::string& text) {
@@ -174,6 +186,9 @@ HostFacts host_facts_from_json(const std::string& text) {
     f.disk_free = j.at("disk_free").get<double>();
     f.disk_path = j.at("disk_path").get<std::string>();
     f.unreadable = j.at("unreadable").get<std::map<std::string, std::string>>();
+    f.cpu_model = j.at("cpu_model").get<std::string>();
+    f.cpu_needed = j.at("cpu_needed").get<std::string>();
+    f.cpu_missing = j.at("cpu_missing").get<std::string>();
     return f;
   } catch (const nlohmann::json::exception& e) {
     fail("malformed probe answer: {}", e.what());

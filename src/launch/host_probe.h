@@ -33,6 +33,9 @@ struct HostFacts {
   double disk_free = -1;                     // bytes free at disk_dir (or its nearest existing parent)
   std::string disk_path;                     // the directory measured
   std::map<std::string, std::string> unreadable;  // path -> reason
+  std::string cpu_model;    // /proc/cpuinfo's model name
+  std::string cpu_needed;   // instruction sets the binary was compiled for ("" = portable)
+  std::string cpu_missing;  // of those, the ones this CPU lacks ("" = runs here)
 };
 
 // The argv that runs the probe for `request` with the binary at `exe` (appended to the remote shell).

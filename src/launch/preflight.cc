@@ -3,9 +3,11 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -65,6 +67,11 @@ std::vector<PreflightLine> judge_host(const PreflightJob& job, const std::string
   }
   if (!result.ok() || !bad_answer.empty()) {
     std::string why = !bad_answer.empty() ? bad_answer : result.describe();
+    // SIGILL here, or 132 = 128 + SIGILL from a remote shell: the binary uses instructions this CPU lacks.
+    const int ws = result.wait_status;
+    if (!result.timed_out && ((WIFSIGNALED(ws) && WTERMSIG(ws) == SIGILL) || (WIFEXITED(ws) && WEXITSTATUS(ws) == 132)))
+      why += ": the moe4d binary uses instructions this CPU lacks (a -DMOE4D_NATIVE=ON build from another "
+             "machine?); install the default portable build";
     const std::string err = first_line(result.err);
     if (!err.empty()) why += ": " + err;
     if (local) add(V::kFail, "remote shell", fmt::format("this machine's probe failed ({})", why));
@@ -88,6 +95,14 @@ std::vector<PreflightLine> judge_host(const PreflightJob& job, const std::string
   else
     add(V::kPass, "build", fmt::format("{}, SHA-256 {}...", f.version, f.exe_sha256.substr(0, 16)));
 
+  if (!f.cpu_missing.empty())
+    add(V::kFail, "cpu", fmt::format("{} lacks {} that {} was compiled for (a -DMOE4D_NATIVE=ON build from another "
+                                     "machine); install the default portable build",
+                                     f.cpu_model, f.cpu_missing, f.exe));
+  else
+    add(V::kPass, "cpu", fmt::format("{} runs what the binary uses ({})", f.cpu_model,
+                                     f.cpu_needed.empty() ? "baseline x86-64" : f.cpu_needed));
+
   // The probe read its clock somewhere between `before` and `after` on ours.
   const double mid = 0.5 * (before + after), slack = 0.5 * (after - before);
   const double skew = f.unix_time - mid;
@@ -105,7 +120,9 @@ std::vector<PreflightLine> judge_host(const PreflightJob& job, const std::string
     int mtu = 0;
     for (const auto& [name, value] : f.mtu)
       if (smallest.empty() || value < mtu) smallest = name, mtu = value;
-    if (mtu < kJumboMtu)
+    if (mtu <= 0)
+      add(V::kWarn, "mtu", fmt::format("the MTU of {} could not be read ({})", smallest, f.interface_note));
+    else if (mtu < kJumboMtu)
       add(V::kWarn, "mtu", fmt::format("{} has MTU {} ({}), below {}: enable jumbo frames for MPI's traffic",
                                        smallest, mtu, f.interface_note, kJumboMtu));
     else

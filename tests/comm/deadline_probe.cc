@@ -9,6 +9,10 @@
 //   behind — the last rank sleeps; rank 1 waits for it in an all_reduce on a group of the two of
 //           them (under a long deadline); rank 0 times out in a world all_reduce and must name
 //           the sleeper as missing and rank 1 as blocked behind it
+//   chain — the last rank sleeps; rank 1 waits for it in an all_reduce on the pair of them (same
+//           deadline, entered 0.5 s later); rank 0 waits for rank 1 in an all_reduce on the
+//           group of ranks 0 and 1 and times out first, finds rank 1 blocked behind someone, and must hold its report back so that
+//           the job's report is rank 1's, naming the sleeper as missing
 //   extended — rank 0 sleeps past the deadline before an all_reduce whose wait the others run
 //           under a longer deadline (set_timeout_seconds, as a checkpoint save does): the job
 //           must finish normally (exit 0)
@@ -31,7 +35,7 @@
 int main(int argc, char** argv) {
   moe4d::MpiRuntime mpi(&argc, &argv);
   if (argc != 3) {
-    std::fprintf(stderr, "usage: deadline_probe sleep|sleep_large|behind|extended|kill|recv TIMEOUT_SECONDS\n");
+    std::fprintf(stderr, "usage: deadline_probe sleep|sleep_large|behind|chain|extended|kill|recv TIMEOUT_SECONDS\n");
     return 2;
   }
   std::string mode = argv[1];
@@ -52,6 +56,13 @@ int main(int argc, char** argv) {
       if (rank == size - 1) std::this_thread::sleep_for(std::chrono::seconds(120));
       if (rank >= 1) pair->all_reduce(&x, 1);
       ctx->world->all_reduce(&x, 1);
+    } else if (mode == "chain") {
+      auto head = ctx->world->split(rank <= 1 ? 0 : -1, rank, "head");
+      auto pair = ctx->world->split(rank >= 1 ? 0 : -1, rank, "pair");
+      if (rank == size - 1) std::this_thread::sleep_for(std::chrono::seconds(120));
+      if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      if (rank >= 1) pair->all_reduce(&x, 1);
+      if (rank <= 1) head->all_reduce(&x, 1);
     } else if (mode == "extended") {
       const double step_timeout = ctx->world->timeout_seconds();
       ctx->world->set_timeout_seconds(60);

@@ -2,7 +2,7 @@
 #
 # cmake -DCOMMAND="a|b|c" -DEXPECT_REGEX=... -DMAX_SECONDS=n -P expect_abort.cmake
 # Passes iff the command exits non-zero, within MAX_SECONDS, and its stdout+stderr match EXPECT_REGEX
-# (an empty regex skips the output check). A hang is killed at 3 x MAX_SECONDS and fails.
+# (an empty regex skips the output check), and, if -DREJECT_REGEX is given, does not match it. A hang is killed at 3 x MAX_SECONDS and fails.
 string(REPLACE "|" ";" command "${COMMAND}")
 math(EXPR hard_limit "${MAX_SECONDS} * 3")
 string(TIMESTAMP started "%s")
@@ -22,4 +22,7 @@ if(elapsed GREATER MAX_SECONDS)
 endif()
 if(NOT "${EXPECT_REGEX}" STREQUAL "" AND NOT "${out}${err}" MATCHES "${EXPECT_REGEX}")
   message(FATAL_ERROR "the output does not match: ${EXPECT_REGEX}")
+endif()
+if(DEFINED REJECT_REGEX AND "${out}${err}" MATCHES "${REJECT_REGEX}")
+  message(FATAL_ERROR "the output matches what it must not: ${REJECT_REGEX}")
 endif()

@@ -4,6 +4,8 @@
 
 #include <sys/wait.h>
 
+#include <csignal>
+
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -23,6 +25,7 @@ HostFacts facts() {
   f.interface_note = "holds 10.0.0.2";
   f.disk_free = 100.0 * (1 << 30);
   f.disk_path = "/ckpt";
+  f.cpu_model = "AMD EPYC 7B13";
   return f;
 }
 
@@ -55,7 +58,7 @@ const PreflightLine& line_of(const std::vector<PreflightLine>& lines, const std:
 
 TEST(Preflight, AllPass) {
   const auto lines = judge_host(job(), "n1", false, answered(facts()), 999.9, 1000.1);
-  ASSERT_EQ(lines.size(), 7u) << format_preflight(lines);
+  ASSERT_EQ(lines.size(), 8u) << format_preflight(lines);
   EXPECT_FALSE(preflight_failed(lines)) << format_preflight(lines);
   for (const PreflightLine& l : lines) EXPECT_EQ(l.verdict, CheckVerdict::kPass) << l.check << ": " << l.detail;
   EXPECT_NE(format_preflight(lines).find("PASS  n1    remote shell  answered over 'ssh n1'"), std::string::npos)
@@ -74,6 +77,28 @@ TEST(Preflight, HostThatDoesNotAnswer) {
   hung.timed_out = true;
   hung.seconds = 20;
   EXPECT_EQ(judge_host(job(), "n9", false, hung, 0, 20)[0].detail, "did not answer over 'ssh n9' (timed out after 20 s)");
+}
+
+TEST(Preflight, CpuWithoutTheInstructionSetsOfANativeBuild) {
+  HostFacts f = facts();
+  f.cpu_needed = "sse4.2,avx,avx2,fma,avx512f,avx512bw";
+  f.cpu_missing = "avx512f,avx512bw";
+  const auto lines_n4 = judge_host(job(), "n4", false, answered(f), 999.9, 1000.1);
+  const PreflightLine& cpu = line_of(lines_n4, "cpu");
+  EXPECT_EQ(cpu.verdict, CheckVerdict::kFail);
+  EXPECT_EQ(cpu.detail, "AMD EPYC 7B13 lacks avx512f,avx512bw that /opt/moe4d was compiled for (a -DMOE4D_NATIVE=ON "
+                        "build from another machine); install the default portable build");
+  const auto lines_n1 = judge_host(job(), "n1", false, answered(facts()), 999.9, 1000.1);
+  EXPECT_EQ(line_of(lines_n1, "cpu").detail,
+            "AMD EPYC 7B13 runs what the binary uses (baseline x86-64)");
+  // A probe that dies of SIGILL locally, or whose remote shell reports 128 + SIGILL.
+  for (const int status : {SIGILL, 132 << 8}) {
+    CommandResult r;
+    r.wait_status = status;
+    const auto lines = judge_host(job(), "n4", false, r, 0, 1);
+    ASSERT_EQ(lines.size(), 1u);
+    EXPECT_NE(lines[0].detail.find("uses instructions this CPU lacks"), std::string::npos) << lines[0].detail;
+  }
 }
 
 TEST(Preflight, DifferentBinaryOrVersion) {
