@@ -102,7 +102,8 @@ int64_t comm_ops_per_traced_step(const std::string& trace_path, int steps_traced
   for (int n; (n = gzread(f, buffer, sizeof(buffer))) > 0;) text.append(buffer, size_t(n));
   gzclose(f);
   int64_t ops = 0;
-  for (const auto& e : nlohmann::json::parse(text)["traceEvents"])
+  const nlohmann::json trace = nlohmann::json::parse(text);  // named: a range-for over a temporary's member dangles
+  for (const auto& e : trace["traceEvents"])
     if (e["ph"] == "X" && e["pid"] == 0 && e.value("cat", std::string()) == "comm") ++ops;
   return steps_traced > 0 ? ops / steps_traced : 0;
 }

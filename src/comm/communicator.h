@@ -139,9 +139,16 @@ class Communicator {
   const CommStats& stats() const { return stats_; }
 
   // Traced steps (comm/comm_trace.h): borrowed, null (the default) records nothing. Attach and
-  // detach on all members at the same point, with no operation in flight.
-  void set_trace(CommTrace* trace) { trace_ = trace; }
+  // detach on all members at the same point, with no operation in flight; detaching (or switching)
+  // first flushes the pending exchanges into the old trace.
+  void set_trace(CommTrace* trace) {
+    if (trace_ && trace_ != trace) flush_trace();
+    trace_ = trace;
+  }
   CommTrace* trace() const { return trace_; }
+  // Completes the entry-time exchanges still in flight and records their events (a backend may
+  // finish them lazily, off the critical path). Every member calls it at the same point.
+  virtual void flush_trace() {}
 
  protected:
   Communicator() = default;

@@ -34,15 +34,24 @@ MpiArrivalExchange::MpiArrivalExchange(CommTrace& trace, MPI_Comm trace_comm, in
 }
 
 MpiArrivalExchange::~MpiArrivalExchange() {
-  if (!finished_) finish(trace_clock_ns());
+  if (event_.end_ns == 0) event_.end_ns = trace_clock_ns();
+  complete();
 }
 
-void MpiArrivalExchange::finish(int64_t end_ns) {
+bool MpiArrivalExchange::finish(int64_t end_ns) {
+  if (finished_) return true;
+  event_.end_ns = end_ns;
+  int done = 0;
+  MPI_Test(&request_, &done, MPI_STATUS_IGNORE);
+  if (done) complete();
+  return done != 0;
+}
+
+void MpiArrivalExchange::complete() {
   if (finished_) return;
   finished_ = true;
   // The partners entered before the operation could complete, so their messages are under way.
   MPI_Wait(&request_, MPI_STATUS_IGNORE);
-  event_.end_ns = end_ns;
   if (kind_ == Kind::kCollective) {
     const auto last = std::max_element(arrivals_.begin(), arrivals_.end());
     event_.last_member = int(last - arrivals_.begin());

@@ -32,8 +32,11 @@ class MpiArrivalExchange {
   void note_wait(int64_t now_ns) {
     if (event_.wait_ns == 0) event_.wait_ns = now_ns;
   }
-  // The operation completed at end_ns: finishes the exchange and records the event (once).
-  void finish(int64_t end_ns);
+  // The operation completed at end_ns. Returns true when the exchange is complete too and the event
+  // was recorded; false: call complete() later (the exchange stays in flight, off the critical path).
+  bool finish(int64_t end_ns);
+  // Waits for the exchange and records the event (once).
+  void complete();
 
  private:
   CommTrace& trace_;

@@ -164,7 +164,8 @@ class MpiWork final : public Work {
     const Clock::time_point from = std::max(started_, frontier);
     if (completed_at > from) comm_->stats_[op_].busy_seconds += seconds_between(from, completed_at);
     frontier = std::max(frontier, completed_at);
-    if (exchange_) exchange_->finish(completed_at.time_since_epoch().count());
+    if (exchange_ && !exchange_->finish(completed_at.time_since_epoch().count()))
+      comm_->pending_exchanges_.push_back(std::move(exchange_));
   }
 
   MpiCommunicator* comm_;
@@ -221,6 +222,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name, const CommOpti
 }
 
 MpiCommunicator::~MpiCommunicator() {
+  flush_trace();
   shared_->watchdog.remove(this);
   census_.reset();
   int finalized = 0;
@@ -412,7 +414,7 @@ void MpiCommunicator::run_blocking(CommOp op, const char* label, size_t bytes, i
   }
   blocked_since_ns_.store(0, std::memory_order_release);
   const Clock::time_point end = Clock::now();
-  if (exchange) exchange->finish(end.time_since_epoch().count());
+  if (exchange && !exchange->finish(end.time_since_epoch().count())) pending_exchanges_.push_back(std::move(exchange));
   stats_[op].exposed_seconds += seconds_between(start, end);
   Clock::time_point& frontier = busy_frontier_[static_cast<int>(op)];
   stats_[op].busy_seconds += seconds_between(std::max(start, frontier), end);
@@ -515,6 +517,11 @@ std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, const s
   check(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &child), "MPI_Comm_split");
   if (child == MPI_COMM_NULL) return nullptr;
   return std::unique_ptr<Communicator>(new MpiCommunicator(child, name, options_, shared_));
+}
+
+void MpiCommunicator::flush_trace() {
+  for (std::unique_ptr<MpiArrivalExchange>& exchange : pending_exchanges_) exchange->complete();
+  pending_exchanges_.clear();
 }
 
 int MpiCommunicator::detect_ranks_per_node() {

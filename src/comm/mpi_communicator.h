@@ -93,6 +93,7 @@ class MpiCommunicator final : public Communicator, private MpiWatchdog::Client {
   // A negative color returns nullptr on that rank (MPI_UNDEFINED). The child inherits the options
   // and shares the progress thread. Guarded by the deadline: every member must arrive.
   std::unique_ptr<Communicator> split(int color, int key, const std::string& name) override;
+  void flush_trace() override;
 
   // Collective. Ranks per node (MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)) when every node holds
   // the same number of consecutive world ranks, as mpirun's default mapping does. Otherwise logs a
@@ -149,6 +150,8 @@ class MpiCommunicator final : public Communicator, private MpiWatchdog::Client {
   // same time count their common wall time once.
   std::chrono::steady_clock::time_point busy_frontier_[static_cast<int>(CommOp::kCount)] = {};
   std::vector<int> alltoallv_arrays_;  // int counts and displacements of the blocking all_to_all_v
+  // Traced operations that completed before their entry-time exchange did (flush_trace waits).
+  std::vector<std::unique_ptr<MpiArrivalExchange>> pending_exchanges_;
 };
 
 }  // namespace moe4d

@@ -142,6 +142,9 @@ struct TrainConfig {
   // ascending; YAML: a list or a range "first-last". Empty: no trace.
   std::vector<int> trace_steps;
   std::string tensorboard_dir;  // TensorBoard event files of every step; empty: none
+  // Peak TFLOP/s of one rank's device at `precision` (a data sheet's dense figure, or moe4d's machine
+  // survey); > 0 adds `mfu` to the metrics. 0: unknown.
+  double peak_tflops = 0;
 
   bool operator==(const TrainConfig&) const = default;
 };

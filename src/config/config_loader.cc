@@ -109,6 +109,16 @@ std::optional<size_t> first_unprintable(std::string_view text) {
   return std::nullopt;
 }
 
+std::string escape_controls(std::string_view text) {
+  std::string out;
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", c);
+    else out += ch;
+  }
+  return out;
+}
+
 // Where a key was written: the path as the user spelled it (an alias stays an alias), the 1-based
 // line, and the scalar text (empty for maps and lists).
 struct KeyInfo {
@@ -122,10 +132,12 @@ class ConfigReader {
  public:
   explicit ConfigReader(std::string source) : source_(std::move(source)) {}
 
+  // The message quotes the user's text; control characters in it (yaml-cpp turns some bytes into
+  // line breaks) are written as \xNN so the error stays one line (found by fuzz_config_loader).
   [[noreturn]] void fail_at(int line, const std::string& path, const std::string& what) const {
     std::string where = line > 0 ? fmt::format("{}:{}", source_, line) : source_;
-    if (path.empty()) fail("{}: {}", where, what);
-    fail("{}: {}: {}", where, path, what);
+    if (path.empty()) fail("{}: {}", where, escape_controls(what));
+    fail("{}: {}: {}", where, escape_controls(path), escape_controls(what));
   }
   [[noreturn]] void fail_missing(const std::string& path) const {
     fail("{}: missing required key {}", source_, path);
@@ -524,6 +536,7 @@ void read_train(Section& s, TrainConfig& t) {
   s.read("metrics_file", t.metrics_file);
   s.read("init_from", t.init_from);
   s.read("tensorboard_dir", t.tensorboard_dir);
+  s.read("peak_tflops", t.peak_tflops);
 }
 
 // train.trace_steps: a list of steps, or a range "first-last" (or one step); stored sorted, unique.
@@ -694,6 +707,8 @@ void validate(const Config& c, const ConfigReader& r) {
   positive("train.log_interval", t.log_interval);
   non_negative("train.eval_interval", t.eval_interval);
   positive("train.eval_batches", t.eval_batches);
+  r.require(t.peak_tflops >= 0, "train.peak_tflops", "a non-negative number (TFLOP/s of one rank's device; 0: unknown)",
+            str(t.peak_tflops));
 
   r.require(!c.data.train.empty(), "data.train", "the path of a token shard", c.data.train);
   auto known_format = [](const std::string& f) { return f == "moe4d" || f == "megatron"; };
@@ -808,7 +823,7 @@ Config parse_config(const std::string& yaml_text, const std::string& source_name
       "train", {"global_batch_size", "steps", "lr", "min_lr", "warmup_steps", "weight_decay", "grad_clip", "beta1",
                 "beta2", "eps", "seed", "precision", "loss_scale", "max_nonfinite_steps", "grad_compression",
                 "optimizer", "freeze_steps", "log_interval", "eval_interval", "eval_batches", "metrics_file",
-                "init_from", "trace_steps", "tensorboard_dir"});
+                "init_from", "trace_steps", "tensorboard_dir", "peak_tflops"});
   read_train(train, config.train);
   read_trace_steps(reader, train, config.train.steps, config.train.trace_steps);
 
@@ -898,7 +913,7 @@ std::string config_to_yaml(const Config& c) {
   put("log_interval", t.log_interval)("eval_interval", t.eval_interval)("eval_batches", t.eval_batches);
   put("metrics_file", t.metrics_file);
   put("init_from", t.init_from);
-  put("trace_steps", t.trace_steps)("tensorboard_dir", t.tensorboard_dir);
+  put("trace_steps", t.trace_steps)("tensorboard_dir", t.tensorboard_dir)("peak_tflops", t.peak_tflops);
   out << YAML::EndMap;
 
   out << YAML::Key << "data" << YAML::Value << YAML::BeginMap;

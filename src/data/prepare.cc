@@ -237,7 +237,7 @@ Tokenizing make_tokenizer(const PrepareOptions& options, const std::vector<std::
 void verify_written_shard(const std::string& bin_path) {
   const TokenShardPaths paths = token_shard_paths(bin_path);
   const TokenShardHeader header = read_token_shard_header(paths.json);
-  TokenDataset::open(bin_path);  // size and header checks, nothing read yet
+  TokenDataset::open(bin_path, /*verify=*/false);  // size and header checks, nothing read yet
   std::FILE* file = std::fopen(paths.bin.c_str(), "rb");
   if (!file) fail("cannot re-read token shard {}", paths.bin);
   Sha256 hasher;

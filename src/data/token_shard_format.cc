@@ -179,7 +179,8 @@ void scan_ids(const unsigned char* chunk, size_t count, int64_t base, int64_t vo
 
 }  // namespace
 
-TokenPayloadCheck scan_token_payload(const unsigned char* data, size_t bytes, TokenDType dtype, int64_t vocab_size) {
+TokenPayloadCheck scan_token_payload(const unsigned char* data, size_t bytes, TokenDType dtype, int64_t vocab_size,
+                                     const std::function<void(size_t, size_t)>& done) {
   // 1 MiB chunks: the ids are scanned while the chunk the hash just read is still in cache.
   constexpr size_t kChunk = size_t{1} << 20;
   const size_t item = token_dtype_size(dtype);
@@ -191,6 +192,7 @@ TokenPayloadCheck scan_token_payload(const unsigned char* data, size_t bytes, To
     const int64_t base = static_cast<int64_t>(offset / item);
     if (dtype == TokenDType::kUint16) scan_ids<uint16_t>(data + offset, n / item, base, vocab_size, out);
     else scan_ids<uint32_t>(data + offset, n / item, base, vocab_size, out);
+    if (done) done(offset, n);
   }
   out.sha256 = hash.hex_digest();
   return out;

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace moe4d {
@@ -64,6 +65,9 @@ struct TokenPayloadCheck {
   int64_t first_bad_index = -1;
   uint64_t first_bad_id = 0;
 };
-TokenPayloadCheck scan_token_payload(const unsigned char* data, size_t bytes, TokenDType dtype, int64_t vocab_size);
+// `done(offset, bytes)`, if given, is called after each 1 MiB chunk has been read (a memory-mapped
+// caller drops the chunk's pages there, so the pass stays in bounded resident memory).
+TokenPayloadCheck scan_token_payload(const unsigned char* data, size_t bytes, TokenDType dtype, int64_t vocab_size,
+                                     const std::function<void(size_t, size_t)>& done = {});
 
 }  // namespace moe4d

@@ -122,6 +122,7 @@ void AttentionBlock::backward(float* dx, const float* x_in, const void* saved, B
     ctx.pc.tp->all_reduce(dxn, size_t(T) * d);
   }
   sp_norm_backward(ctx, dx, norm_id_, dxn, x_in, s->rstd, d);
+  grad_ready(ctx, norm_id_);
 }
 
 }  // namespace moe4d

@@ -13,6 +13,7 @@
 
 #include "config/config.h"
 #include "core/arena.h"
+#include "model/layer_hooks.h"
 #include "parallel/parallel_context.h"
 
 namespace moe4d {
@@ -58,6 +59,9 @@ struct BlockContext {
   // Sequence parallelism (model/sequence_shard.h): the residual stream, the norms and the blocks'
   // inputs and outputs hold only this TP rank's slice of every sequence, shard_tokens() rows.
   bool sequence_parallel = false;
+  // Told which gradient elements are final during backward (model/layer_hooks.h); set by the
+  // Transformer's backward to its layer hooks, null: nobody listens.
+  LayerHooks* grad_hooks = nullptr;
 
   int tokens() const { return batch * seq; }
   bool sequence_sharded() const { return sequence_parallel && pc.tp_size() > 1; }

@@ -16,7 +16,50 @@ TensorSite site(const BlockGemm& g, TensorRole role) {
   return {.param_id = g.weight_id, .expert = g.global_expert, .role = role, .labels = g.labels};
 }
 
+void weight_grad(BlockContext& ctx, const BlockGemm& g, const float* dout, const float* in, int n, int in_dim,
+                 int out_dim) {
+  const size_t offset = weight_offset(g, in_dim, out_dim);
+  TensorInspector* inspector = ctx.numerics.inspector;
+  PrecisionGemm* half = g.keep_fp32 ? nullptr : ctx.numerics.gemm;
+  float* dw = ctx.params.grad(g.weight_id) + offset;
+  // dW[in, out] += in^T @ dout, or for a transposed weight dW[out, in] += dout^T @ in, on rows
+  // [r0, r1) of dW. Never rounded: the gradient of an fp32 master weight accumulates in fp32.
+  const int rows = g.weight_transposed ? out_dim : in_dim, row_len = g.weight_transposed ? in_dim : out_dim;
+  auto block = [&](size_t r0, size_t r1) {
+    if (n == 0) return;  // no rows (an expert nobody routed to): nothing to add
+    const int m = int(r1 - r0);
+    float* c = dw + r0 * size_t(row_len);
+    const float* a = g.weight_transposed ? dout + r0 : in + r0;
+    const int lda = g.weight_transposed ? out_dim : in_dim;
+    const float* b = g.weight_transposed ? in : dout;
+    if (half)
+      half->gemm(true, false, m, row_len, n, 1.0f, a, lda, b, row_len, 1.0f, c, row_len);
+    else
+      gemm(true, false, m, row_len, n, 1.0f, a, lda, b, row_len, 1.0f, c, row_len);
+  };
+  // The inspector may change the gradient (fault injection), so it must see it before it is reduced.
+  for_each_grad_block(ctx, g.weight_id, offset, size_t(rows), size_t(row_len), inspector == nullptr,
+                      [&](size_t r0, size_t r1) {
+                        block(r0, r1);
+                        if (inspector && n > 0)
+                          inspector->on_result(site(g, TensorRole::kWeightGradient), dw, int64_t(in_dim) * out_dim);
+                      });
+}
+
 }  // namespace
+
+void grad_ready(BlockContext& ctx, int id, size_t begin, size_t end) {
+  if (ctx.grad_hooks) ctx.grad_hooks->grad_ready(id, begin, end);
+}
+
+void grad_ready(BlockContext& ctx, int id) { grad_ready(ctx, id, 0, size_t(ctx.params.info(id).numel())); }
+
+void block_matmul_weight_grad(BlockContext& ctx, const BlockGemm& g, const float* dout, const float* in, int n,
+                              int in_dim, int out_dim) {
+  TensorInspector* inspector = ctx.numerics.inspector;
+  if (inspector && n > 0) inspector->on_operand(site(g, TensorRole::kOutputGradient), dout, int64_t(n) * out_dim);
+  weight_grad(ctx, g, dout, in, n, in_dim, out_dim);
+}
 
 void block_matmul_forward(BlockContext& ctx, const BlockGemm& g, float* out, const float* in, int n, int in_dim,
                           int out_dim, bool round_output) {
@@ -51,23 +94,7 @@ void block_matmul_backward(BlockContext& ctx, const BlockGemm& g, float* din, co
       gemm(false, trans_w, n, in_dim, out_dim, 1.0f, dout, out_dim, w, ldw, beta, din, in_dim);
     if (inspector) inspector->on_result(site(g, TensorRole::kInputGradient), din, int64_t(n) * in_dim);
   }
-  if (in != nullptr) {
-    float* dw = ctx.params.grad(g.weight_id) + offset;
-    // dW[in, out] += in^T @ dout, or for a transposed weight dW[out, in] += dout^T @ in. Never
-    // rounded: the gradient of an fp32 master weight accumulates in fp32.
-    if (g.weight_transposed) {
-      if (half)
-        half->gemm(true, false, out_dim, in_dim, n, 1.0f, dout, out_dim, in, in_dim, 1.0f, dw, in_dim);
-      else
-        gemm(true, false, out_dim, in_dim, n, 1.0f, dout, out_dim, in, in_dim, 1.0f, dw, in_dim);
-    } else {
-      if (half)
-        half->gemm(true, false, in_dim, out_dim, n, 1.0f, in, in_dim, dout, out_dim, 1.0f, dw, out_dim);
-      else
-        gemm(true, false, in_dim, out_dim, n, 1.0f, in, in_dim, dout, out_dim, 1.0f, dw, out_dim);
-    }
-    if (inspector) inspector->on_result(site(g, TensorRole::kWeightGradient), dw, int64_t(in_dim) * out_dim);
-  }
+  if (in != nullptr) weight_grad(ctx, g, dout, in, n, in_dim, out_dim);
 }
 
 }  // namespace moe4d

@@ -35,8 +35,51 @@ void block_matmul_forward(BlockContext& ctx, const BlockGemm& g, float* out, con
                           int out_dim, bool round_output = true);
 
 // din[n, in_dim] = dout @ W^T (added to din if accumulate_din; skipped if din is null) and
-// dW += in^T @ dout into the parameter's gradient (skipped if in is null).
+// dW += in^T @ dout into the parameter's gradient (skipped if in is null: block_matmul_weight_grad).
 void block_matmul_backward(BlockContext& ctx, const BlockGemm& g, float* din, const float* dout, const float* in,
                            int n, int in_dim, int out_dim, bool accumulate_din);
+
+// dW += in^T @ dout alone. With grad hooks (ctx.grad_hooks) the rows of dW are written from the last
+// one down, in blocks that end at the hooks' cut points (a ZeRO bucket's start, rounded down to a
+// row), and each block is reported ready as soon as it is written, so a bucket inside a large weight
+// is reduced before the rest of the weight exists. The blocks only split the GEMM's M dimension.
+// With an inspector installed the gradient is written at once, shown to it, then reported. n may be
+// 0 (an expert without rows): nothing is computed, but the same blocks are reported, so that every
+// rank of a data-parallel group reports — and ZeRO launches its buckets — in the same order.
+void block_matmul_weight_grad(BlockContext& ctx, const BlockGemm& g, const float* dout, const float* in, int n,
+                              int in_dim, int out_dim);
+
+// Tells the grad hooks that elements [begin, end) of parameter `id`'s gradient are written for this
+// micro-batch (no-op without hooks); the second form reports the whole parameter.
+void grad_ready(BlockContext& ctx, int id, size_t begin, size_t end);
+void grad_ready(BlockContext& ctx, int id);
+
+// Row blocks start at multiples of this many rows. BLAS kernels compute a GEMM in tiles of a few rows
+// of C (OpenBLAS sgemm: 4 on Haswell/Zen, 16 on Skylake-X), each element with the same K order
+// whichever tile it is in, so blocks that start on a tile boundary give every element the same bits
+// as one GEMM over all rows (tests/model/grad_blocks_test.cc); a block starting mid-tile would not.
+// The price: up to kGradRowAlign rows below a bucket's start are written with the bucket above it.
+constexpr size_t kGradRowAlign = 16;
+
+// Visits the rows [0, rows) of a [rows, row_len] gradient that starts at element `offset` of
+// parameter `id`, from the last row down, in blocks that end at the grad hooks' cut points rounded
+// down to kGradRowAlign rows (one block without hooks or when `split` is false): fn(row_begin,
+// row_end) writes a block, which is then reported.
+template <typename Fn>
+void for_each_grad_block(BlockContext& ctx, int id, size_t offset, size_t rows, size_t row_len, bool split, Fn&& fn) {
+  LayerHooks* hooks = ctx.grad_hooks;
+  size_t hi = rows;
+  while (hi > 0) {
+    size_t lo = 0;
+    if (hooks && split) {
+      // The cut lies below the block's end, so its row rounded down does too: lo < hi.
+      const size_t cut = hooks->grad_cut_below(id, offset + hi * row_len);
+      if (cut > offset) lo = (cut - offset) / row_len / kGradRowAlign * kGradRowAlign;
+    }
+    fn(lo, hi);
+    grad_ready(ctx, id, offset + lo * row_len, offset + hi * row_len);
+    hi = lo;
+  }
+}
 
 }  // namespace moe4d

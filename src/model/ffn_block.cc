@@ -98,8 +98,11 @@ void FfnBlock::backward(float* dx, const float* x_in, const void* saved, BlockCo
   float* dh3 = ctx.scratch.alloc_f32(size_t(T) * f);
   swiglu_backward(dh1, dh3, dg, s->h1, s->h3, int64_t(T) * f);
   float* dxn = ctx.scratch.alloc_f32(size_t(T) * d);
-  block_matmul_backward(ctx, {.labels = kW1Labels, .weight_id = w1_id_}, dxn, dh1, xn, T, d, f, false);
+  // Weight gradients in reverse flat order (w2, w3, w1, norm), so that ZeRO's buckets fill and are
+  // reduced one after another (model/layer_hooks.h); the input gradient sums dh1 W1^T + dh3 W3^T as before.
+  block_matmul_backward(ctx, {.labels = kW1Labels, .weight_id = w1_id_}, dxn, dh1, nullptr, T, d, f, false);
   block_matmul_backward(ctx, {.labels = kW3Labels, .weight_id = w3_id_}, dxn, dh3, xn, T, d, f, true);
+  block_matmul_weight_grad(ctx, {.labels = kW1Labels, .weight_id = w1_id_}, dh1, xn, T, d, f);
   if (sharded) {
     float* dxn_shard = ctx.scratch.alloc_f32(size_t(n) * d);
     sp_reduce_scatter(ctx, dxn, dxn_shard, d);
@@ -108,6 +111,7 @@ void FfnBlock::backward(float* dx, const float* x_in, const void* saved, BlockCo
     ctx.pc.tp->all_reduce(dxn, size_t(T) * d);
   }
   sp_norm_backward(ctx, dx, norm_id_, dxn, x_in, s->rstd, d);
+  grad_ready(ctx, norm_id_);
 }
 
 }  // namespace moe4d

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <climits>
+#include <cstddef>
 
 namespace moe4d {
 
@@ -24,6 +25,18 @@ class LayerHooks {
   // After `layer`'s forward (backward = false), or its backward (true: the layer's gradient
   // contributions of this micro-batch are complete).
   virtual void after_layer(int layer, bool backward) = 0;
+
+  // Parameter-granular gradient readiness, from inside a layer's backward (ZeRO-2/3 reduce a bucket as
+  // soon as all its elements are ready, not when the whole layer is done: docs/zero.md §Peak).
+  // grad_ready: elements [begin, end) of `param`'s gradient (local element offsets) hold this
+  // micro-batch's contribution of the block that just wrote them. Every element of every parameter
+  // of a layer is reported once per micro-batch before after_layer(layer, true); the tied embedding
+  // table used as the head on the same rank is reported twice (by the head, then by the embedding).
+  virtual void grad_ready(int /*param*/, size_t /*begin*/, size_t /*end*/) {}
+  // Where a block should cut the weight-gradient computation of `param` that ends at local element
+  // `end`: the largest offset in (0, end) at which a reduction unit (a ZeRO bucket) begins, or 0 to
+  // write [0, end) at once.
+  virtual size_t grad_cut_below(int /*param*/, size_t /*end*/) const { return 0; }
 };
 
 }  // namespace moe4d

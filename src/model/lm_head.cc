@@ -56,7 +56,13 @@ void TokenEmbedding::backward(const int* tokens, const float* dout, BlockContext
     sp_all_gather(ctx, dout, gathered, hidden_);
     full = gathered;
   }
-  embedding_backward(ctx.params.grad(id_), full, tokens, ctx.tokens(), hidden_, vocab_start_, vocab_local_);
+  // Row blocks from the last one down that end at the grad hooks' cuts: each block adds the rows of
+  // its tokens only (the same additions in the same order as one call) and is reported at once.
+  float* table = ctx.params.grad(id_);
+  for_each_grad_block(ctx, id_, 0, size_t(vocab_local_), size_t(hidden_), true, [&](size_t r0, size_t r1) {
+    embedding_backward(table + r0 * size_t(hidden_), full, tokens, ctx.tokens(), hidden_, vocab_start_ + int(r0),
+                       int(r1 - r0));
+  });
 }
 
 LmHead::LmHead(const ModelConfig& model, const ParallelContext& pc, ParamStore& params, const TokenEmbedding* tied)
@@ -151,6 +157,7 @@ void LmHead::backward(float* dx, const float* x, const int* targets, const void*
   }
   std::memset(dx, 0, sizeof(float) * size_t(n) * d);
   sp_norm_backward(ctx, dx, norm_id_, dxn, x, s->rstd, d);
+  grad_ready(ctx, norm_id_);
 }
 
 void LmHead::logits_at(const float* x, int position, float* out, BlockContext& ctx) const {

@@ -114,8 +114,10 @@ void MoeBlock::shared_backward(const float* dout, const float* xn, const float* 
   float* dh1 = ctx.scratch.alloc_f32(size_t(T) * f);
   float* dh3 = ctx.scratch.alloc_f32(size_t(T) * f);
   swiglu_backward(dh1, dh3, dg, h1, h3, int64_t(T) * f);
-  block_matmul_backward(ctx, {.labels = kSharedW1Labels, .weight_id = shared_w1_id_}, dxn, dh1, xn, T, d, f, true);
+  // Weight gradients in reverse flat order (w2, w3, w1), as in the dense FFN (ffn_block.cc).
+  block_matmul_backward(ctx, {.labels = kSharedW1Labels, .weight_id = shared_w1_id_}, dxn, dh1, nullptr, T, d, f, true);
   block_matmul_backward(ctx, {.labels = kSharedW3Labels, .weight_id = shared_w3_id_}, dxn, dh3, xn, T, d, f, true);
+  block_matmul_weight_grad(ctx, {.labels = kSharedW1Labels, .weight_id = shared_w1_id_}, dh1, xn, T, d, f);
 }
 
 int MoeBlock::capacity(int tokens) const {
@@ -160,14 +162,24 @@ void MoeBlock::experts_backward_weights(const ExpertExchangePlan& plan, const fl
                                         BlockContext& ctx) const {
   const int d = hidden_, f = local_ffn_;
   const int first_expert = ctx.pc.coord.ep * local_experts_;
-  for (int e = 0; e < local_experts_; ++e) {
-    const int begin = plan.expert_offsets[e], n = plan.expert_offsets[e + 1] - begin;
-    if (n == 0) continue;
-    const size_t rf = size_t(begin) * f, rd = size_t(begin) * d;
-    const int global = first_expert + e;
-    block_matmul_backward(ctx, {kW2Labels, w2_id_, e, global}, nullptr, dyr + rd, g + rf, n, f, d, false);
-    block_matmul_backward(ctx, {kW1Labels, w1_id_, e, global}, nullptr, dh1 + rf, xr + rd, n, d, f, false);
-    block_matmul_backward(ctx, {kW3Labels, w3_id_, e, global}, nullptr, dh3 + rf, xr + rd, n, d, f, false);
+  // Weight by weight in reverse flat order (w2, w3, w1; experts from the last down), so that ZeRO's
+  // buckets of the expert group fill one after another (model/layer_hooks.h). An expert without
+  // rows computes nothing but is still reported in the same blocks (block_matmul_weight_grad with
+  // n = 0), so every rank reports the same ranges in the same order.
+  const int ids[3] = {w2_id_, w3_id_, w1_id_};
+  for (int w = 0; w < 3; ++w) {
+    const int id = ids[w];
+    for (int e = local_experts_ - 1; e >= 0; --e) {
+      const int begin = plan.expert_offsets[e], n = plan.expert_offsets[e + 1] - begin;
+      const size_t rf = size_t(begin) * f, rd = size_t(begin) * d;
+      const int global = first_expert + e;
+      if (id == w2_id_) {
+        block_matmul_weight_grad(ctx, {kW2Labels, w2_id_, e, global}, dyr + rd, g + rf, n, f, d);
+      } else {
+        block_matmul_weight_grad(ctx, {id == w1_id_ ? kW1Labels : kW3Labels, id, e, global},
+                                 id == w1_id_ ? dh1 + rf : dh3 + rf, xr + rd, n, d, f);
+      }
+    }
   }
 }
 
@@ -355,6 +367,7 @@ void MoeBlock::backward(float* dx, const float* x_in, const void* saved, BlockCo
     block_matmul_backward(ctx, router, dxn, dlogits, xn, T, d, E, true);
   }
   sp_norm_backward(ctx, dx, norm_id_, dxn_mine, x_in, s->rstd, d);
+  grad_ready(ctx, norm_id_);
 }
 
 }  // namespace moe4d

@@ -121,6 +121,7 @@ void Transformer::backward(int c, const float* dx_out, float* dx_in, MicroBatchS
   const int n = spec.num_layers;
   // The residual stream: this rank's sequence shard under sequence parallelism.
   const size_t width = size_t(ctx.shard_tokens()) * model_.hidden_size;
+  ctx.grad_hooks = hooks_;  // the blocks report their parameters' gradients as they write them
   float* dx = state.arena.alloc_f32(width);
   const int after_last = spec.has_embedding ? -1 : LayerHooks::kNoLayer;  // what backward visits last
   if (spec.has_head) {

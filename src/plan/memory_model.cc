@@ -93,8 +93,8 @@ MemoryBreakdown stage_memory(const ModelConfig& m, const TrainingSetup& setup, c
   mem.weights16 = setup.mixed() ? 2 * sharded(z >= 3) : 0;
   mem.gradients = 4 * sharded(z >= 2);
   mem.optimizer = 8 * sharded(z >= 1);
-  // Buckets as the runtime cuts them (train/zero_layout.h), and the largest unit whose gradients
-  // one backward step writes before ZeRO sees them: a layer, or the embedding table / head.
+  // Buckets as the runtime cuts them (train/zero_layout.h), and the largest unit ZeRO-3 gathers at
+  // once: a layer, or the embedding table / head.
   const double bucket = std::max(setup.bucket_elements(params.dense, int(dense_group)),
                                  setup.bucket_elements(params.experts, int(expert_group)));
   const double table = (params.has_embedding || params.has_head) ? double(m.vocab_size) * m.hidden_size / layout.tp : 0;
@@ -107,9 +107,16 @@ MemoryBreakdown stage_memory(const ModelConfig& m, const TrainingSetup& setup, c
         std::min(local_params, unit + 2 * bucket + setup.zero3_prefetch_buckets * bucket) * setup.compute_bytes();
   }
   if (z >= 2) {
-    // fp32 gradients of the unit just run plus the part of one bucket per group waiting for its
-    // other layers, and the GradSync::kMaxInFlight = 2 staged reduce-scatters of a bucket each.
-    const double open = std::min(local_params, unit + 2 * bucket);
+    // The blocks report gradients as they write them, in reverse flat order and cut at the buckets'
+    // starts rounded down to 16 rows (model/block_matmul.h, kGradRowAlign), so per group the
+    // unreduced fp32 gradients are the bucket being filled plus up to 16 gradient rows of the bucket
+    // below it; and the GradSync::kMaxInFlight = 2 staged reduce-scatters of a bucket each.
+    const double tp = layout.tp;
+    double row = std::max({double(m.hidden_size), m.qkv_width() / tp, m.ffn_hidden_size / tp});
+    if (m.is_moe()) row = std::max({row, m.expert_ffn() / tp, m.shared_ffn() / tp, double(m.moe.num_experts)});
+    if (params.has_head && !m.tie_embeddings) row = std::max(row, m.vocab_size / tp);
+    const double groups = params.experts > 0 ? 2 : 1;
+    const double open = std::min(local_params, groups * (bucket + 16 * row));
     mem.grad_buckets = 4 * open + 2 * bucket * setup.grad_reduce_bytes();
   }
 

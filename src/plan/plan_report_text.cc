@@ -120,7 +120,7 @@ std::string format_explain(const PlanContext& ctx, const Evaluation& e) {
   if (m.zero3_gather > 0)
     mem_row("ZeRO-3 gathered buckets", m.zero3_gather,
             fmt::format("running layer + {} prefetched bucket(s)", ctx.setup.zero3_prefetch_buckets));
-  if (m.grad_buckets > 0) mem_row("ZeRO gradient buckets", m.grad_buckets, "unreduced layer + open and staged buckets");
+  if (m.grad_buckets > 0) mem_row("ZeRO gradient buckets", m.grad_buckets, "bucket being filled per group + staged buckets");
   mem_row("activations", m.activations,
           fmt::format("recompute {}, {:g} micro-batch(es) in flight ({})", recompute_name(l.recompute),
                       in_flight_micro_batches(l.schedule, l.pp, l.micro_batch_num, l.virtual_stages, m.stage),

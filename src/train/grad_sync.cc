@@ -59,8 +59,27 @@ GradSync::GradSync(ParamStore& params, ParallelContext& pc, const ZeroLayout& la
   }
   for (const ZeroBucket& b : layout.buckets()) {
     MOE4D_CHECK_EQ(layout.ranks(b.group), comm_of(b.group)->size());
+    MOE4D_CHECK(buckets_.empty() || buckets_.back().layout->group < b.group ||
+                (buckets_.back().layout->group == b.group && buckets_.back().layout->end == b.begin));
     buckets_.push_back({&b, comm_of(b.group)});
+    group_first_[int(b.group) + 1] = static_cast<int>(buckets_.size());
   }
+  group_first_[2] = std::max(group_first_[2], group_first_[1]);
+  reported_.assign(params.size(), 0);
+  rounds_.assign(params.size(), 0);
+  params_of_layer_.resize(layout.num_layers() + 2);
+  for (int id = 0; id < params.size(); ++id) {
+    const ParamInfo& info = params.info(id);
+    params_of_layer_[info.layer + 1].push_back(id);
+    if (info.numel() == 0) continue;
+    const size_t lo = info.offset, hi = info.offset + size_t(info.numel());
+    for (int k = bucket_at(info.group, lo); k < group_first_[int(info.group) + 1]; ++k) {
+      const ZeroBucket& z = *buckets_[k].layout;
+      if (z.begin >= hi) break;
+      buckets_[k].param_elements += std::min(hi, z.end) - std::max(lo, z.begin);
+    }
+  }
+  for (Bucket& b : buckets_) b.pending_elements = b.param_elements;
   if (sharded())
     for (int g = 0; g < kNumParamGroups; ++g) shards_[g] = Buffer(layout.shard_size(ParamGroup(g)) * sizeof(float));
 }
@@ -103,6 +122,52 @@ void GradSync::begin() {
   for (Bucket& b : buckets_) {
     b.pending = static_cast<int>(b.layout->layers.size());
     b.launched = false;
+    b.pending_elements = b.param_elements;
+  }
+  std::fill(reported_.begin(), reported_.end(), 0);
+  std::fill(rounds_.begin(), rounds_.end(), 0);
+}
+
+int GradSync::bucket_at(ParamGroup g, size_t flat) const {
+  const int first = group_first_[int(g)], last = group_first_[int(g) + 1];
+  MOE4D_CHECK(first < last);
+  // The last bucket of the group that begins at or before `flat`.
+  auto it = std::upper_bound(buckets_.begin() + first, buckets_.begin() + last, flat,
+                             [](size_t at, const Bucket& b) { return at < b.layout->begin; });
+  MOE4D_CHECK(it != buckets_.begin() + first);
+  return static_cast<int>(it - buckets_.begin()) - 1;
+}
+
+size_t GradSync::grad_cut_below(int param, size_t end) const {
+  if (end == 0) return 0;
+  const ParamInfo& info = params_.info(param);
+  const size_t begin = buckets_[bucket_at(info.group, info.offset + end - 1)].layout->begin;
+  return begin > info.offset ? begin - info.offset : 0;
+}
+
+void GradSync::on_grad_ready(int param, size_t begin, size_t end) {
+  if (!sharded() || begin == end) return;
+  const ParamInfo& info = params_.info(param);
+  const size_t numel = size_t(info.numel());
+  MOE4D_CHECK_MSG(begin < end && end <= numel && reported_[param] + (end - begin) <= numel,
+                  "{}: gradient elements [{}, {}) reported twice in one round", info.name, begin, end);
+  reported_[param] += end - begin;
+  if (reported_[param] == numel) {  // a full report; the tied table used as head gets a second round
+    reported_[param] = 0;
+    ++rounds_[param];
+  }
+  const size_t lo = info.offset + begin, hi = info.offset + end;
+  for (int k = bucket_at(info.group, lo); k < group_first_[int(info.group) + 1]; ++k) {
+    Bucket& b = buckets_[k];
+    if (b.layout->begin >= hi) break;
+    const size_t overlap = std::min(hi, b.layout->end) - std::max(lo, b.layout->begin);
+    MOE4D_CHECK_LE(overlap, b.pending_elements);
+    b.pending_elements -= overlap;
+    if (b.pending_elements > 0) continue;
+    launch(k);
+    b.pending_elements = b.param_elements;  // the next micro-batch's (or round's) turn
+    if (!options_.overlap)
+      while (!in_flight_.empty()) complete_oldest();
   }
 }
 
@@ -117,13 +182,12 @@ void GradSync::on_layer_ready(int layer) {
 
 void GradSync::on_layer_backward(int layer) {
   if (!sharded()) return;
-  for (int index : layout_.buckets_of_layer(layer)) {
-    Bucket& b = buckets_[index];
-    if (--b.pending > 0) continue;
-    launch(index);
-    b.pending = static_cast<int>(b.layout->layers.size());  // the next micro-batch's turn
-    if (!options_.overlap)
-      while (!in_flight_.empty()) complete_oldest();
+  poll();
+  for (int id : params_of_layer_[layer + 1]) {
+    MOE4D_CHECK_MSG(reported_[id] == 0 && rounds_[id] >= 1,
+                    "{}: the backward of layer {} did not report its whole gradient ({} of {} elements, {} rounds)",
+                    params_.info(id).name, layer, reported_[id], params_.info(id).numel(), rounds_[id]);
+    rounds_[id] = 0;
   }
 }
 
@@ -218,7 +282,7 @@ void GradSync::finish() {
   while (!in_flight_.empty()) complete_oldest();
   if (sharded()) {
     for (const Bucket& b : buckets_)
-      MOE4D_CHECK_MSG(b.pending == int(b.layout->layers.size()), "bucket [{}, {}) was not reported complete",
+      MOE4D_CHECK_MSG(b.pending_elements == b.param_elements, "bucket [{}, {}) was not reported complete",
                       b.layout->begin, b.layout->end);
   }
   if (!tied_embedding_) return;  // tied embedding split over the first and last pipeline stage

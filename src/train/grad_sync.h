@@ -13,14 +13,21 @@
 // same number of ranks on each; its stages advance when the executor reports a layer (poll()).
 // ZeRO-2/3's reduce-scatters stay flat over the group (each rank's slice must be the one its
 // optimizer shard owns, which a node-aware reduce-scatter would permute).
-// zero_stage 2 / 3: every micro-batch's backward reports its layers through the Transformer's layer
-// hooks (on_layer_backward); a finished bucket is copied to a staging buffer, its range of the flat
-// gradient buffer is released (zeroed, pages returned: train/zero_memory.h) and the staging buffer
-// is reduce-scattered; this rank's slice is added to its fp32 gradient shard. So a rank holds the
-// shard (P elements) plus the buckets in progress, and moves micro_batch_num x (ranks-1)/ranks x F
-// elements per step instead of one all-reduce's 2 (ranks-1)/ranks x F. At most kMaxInFlight staged
-// reductions are outstanding (the oldest is completed first, in launch order, so the shard sums in
-// the same order on every run).
+// zero_stage 2 / 3: every micro-batch's backward reports, from inside the blocks, each range of a
+// parameter's gradient as soon as it is written (on_grad_ready, through the Transformer's layer
+// hooks; model/layer_hooks.h). A bucket whose elements have all been reported is copied to a staging
+// buffer at once, its range of the flat gradient buffer is released (zeroed, pages returned:
+// train/zero_memory.h) and the staging buffer is reduce-scattered; this rank's slice is added to its
+// fp32 gradient shard. The blocks write weight gradients in reverse flat order, cut at the buckets'
+// starts (grad_cut_below), so the unreleased part of each flat buffer is one bucket being filled plus
+// fewer than kGradRowAlign (16) gradient rows of the bucket below it (model/block_matmul.h). A rank then holds the shard (P elements), that,
+// and at most kMaxInFlight staging buffers (docs/zero.md §Peak). Reductions are per micro-batch:
+// the full gradient never accumulates over micro-batches (the shard does), so the bound holds for
+// any micro_batch_num, at the price of moving micro_batch_num x (ranks-1)/ranks x F elements per
+// step instead of one all-reduce's 2 (ranks-1)/ranks x F. At most kMaxInFlight staged reductions are
+// outstanding (the oldest is completed first, in launch order, so the shard sums in the same order
+// on every run). At the end of each layer's backward (on_layer_backward) every parameter of the layer
+// must have been reported in full.
 //
 // grad_compression bf16 / fp16: the reduction moves 16-bit values (each pairwise combine of the MPI
 // operator widens to fp32 and rounds back: comm/mpi_reduce_ops.h) and the result lands in fp32.
@@ -75,8 +82,16 @@ class GradSync {
   void begin();
   void on_layer_ready(int layer);
   void finish();
-  // From the Transformer's layer hooks after every micro-batch's backward of `layer` (ZeRO-2/3).
+  // From the Transformer's layer hooks after every micro-batch's backward of `layer` (ZeRO-2/3):
+  // checks that each of its parameters was reported in full.
   void on_layer_backward(int layer);
+  // From the blocks through the layer hooks (ZeRO-2/3): local elements [begin, end) of parameter
+  // `param`'s gradient hold this micro-batch's contribution; buckets completed by it are launched.
+  void on_grad_ready(int param, size_t begin, size_t end);
+  // The largest local offset in (0, end) of `param` at which a bucket begins, 0 if none (where a
+  // block should cut a weight-gradient GEMM so the bucket above completes). Every stage answers, so
+  // that stages 0/1 compute the same row blocks (the same GEMMs, bit for bit) as stages 2/3.
+  size_t grad_cut_below(int param, size_t end) const;
 
   // ZeRO-2/3: the reduced gradient shard of group g (layout.shard_size(g) floats); null otherwise.
   float* shard_grads(ParamGroup g) { return sharded() ? shards_[int(g)].f32() : nullptr; }
@@ -103,8 +118,10 @@ class GradSync {
   struct Bucket {
     const ZeroBucket* layout;
     Communicator* comm;
-    int pending = 0;  // layers of the bucket not yet reported (this micro-batch / step)
+    int pending = 0;  // ZeRO 0/1: layers of the bucket not yet reported this step
     bool launched = false;
+    size_t param_elements = 0;  // ZeRO 2/3: elements of parameters in it (alignment gaps left out)
+    size_t pending_elements = 0;  // of those, not yet reported this micro-batch (this round)
   };
   struct InFlight {
     int bucket;
@@ -119,6 +136,7 @@ class GradSync {
   void complete_oldest();
   int acquire_staging(size_t bytes);
   void note_transient();
+  int bucket_at(ParamGroup g, size_t flat) const;  // the bucket of group g holding flat element `flat`
 
   ParamStore& params_;
   ParallelContext& pc_;
@@ -127,6 +145,10 @@ class GradSync {
   bool reduce_ = true;
   bool tied_embedding_ = false;  // this rank is on `embed` and the embedding is tied (copies on both ends)
   std::vector<Bucket> buckets_;
+  int group_first_[kNumParamGroups + 1] = {0, 0, 0};  // buckets_ of group g: [first[g], first[g+1])
+  std::vector<size_t> reported_;                     // per parameter: elements reported this round
+  std::vector<int> rounds_;                          // per parameter: full reports since its layer's end
+  std::vector<std::vector<int>> params_of_layer_;    // index layer + 1
   Buffer shards_[kNumParamGroups];  // ZeRO-2/3
   std::vector<Buffer> staging_;
   std::vector<int> free_staging_;

@@ -49,6 +49,12 @@ class StepTracer::LayerRecorder final : public LayerHooks {
          steady_ns(Clock::now()), nullptr});
     open_layer_ = kNoLayer;
   }
+  void grad_ready(int param, size_t begin, size_t end) override {
+    if (inner_) inner_->grad_ready(param, begin, end);
+  }
+  size_t grad_cut_below(int param, size_t end) const override {
+    return inner_ ? inner_->grad_cut_below(param, end) : 0;
+  }
 
  private:
   StepTracer& tracer_;
@@ -122,8 +128,10 @@ void StepTracer::add_actions(const StepTrace& trace) {
   }
 }
 
-nlohmann::json StepTracer::comm_split() const {
+nlohmann::json StepTracer::comm_split() {
   nlohmann::json out = nlohmann::json::object();
+  if (active_)
+    for (Group& g : groups_) g.comm->flush_trace();
   for (const Group& g : groups_) {
     if (!g.trace || !active_) continue;
     double waiting = 0, blocked = 0;
@@ -200,7 +208,10 @@ void StepTracer::add_comm_events(const Group& group, int index) {
 void StepTracer::end_step(Transformer& model, LayerHooks* inner) {
   if (!active_) return;
   const auto started = Clock::now();
-  for (Group& g : groups_) g.comm->set_trace(nullptr);
+  for (Group& g : groups_) {
+    g.comm->flush_trace();
+    g.comm->set_trace(nullptr);
+  }
   model.set_layer_hooks(inner);
   active_ = false;
   if (!metadata_written_) add_metadata();

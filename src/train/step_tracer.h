@@ -59,7 +59,8 @@ class StepTracer {
   void add_actions(const StepTrace& trace);
   // Seconds this rank sat blocked in each group kind (tp, ep, dp, pp, other — as the metrics' time.comm)
   // during the traced step so far, split into {"waiting_s", "transfer_s"}.
-  nlohmann::json comm_split() const;
+  // Completes the groups' pending entry-time exchanges first (collective over the groups).
+  nlohmann::json comm_split();
   // Detaches, restores `inner` as the model's hooks, gathers every rank's events to rank 0 and appends
   // them to the file.
   void end_step(Transformer& model, LayerHooks* inner);

@@ -262,6 +262,8 @@ nlohmann::json Trainer::step_record(const StepResult& r, const std::vector<doubl
                         {"lr", r.lr},              {"grad_norm", r.grad_norm}, {"tokens", tokens},
                         {"tokens_per_s", tokens / step_seconds},
                         {"model_tflops_per_s", tokens * model_flops_per_token(config_.model) / step_seconds / 1e12}};
+  if (config_.train.peak_tflops > 0)
+    rec["mfu"] = rec["model_tflops_per_s"].get<double>() / (double(pc_.grid.world_size()) * config_.train.peak_tflops);
   rec["data"] = blend_step_record(*train_data_, config_.train.seed, r.step, config_.model.seq_length);
   if (config_.model.is_moe()) {
     const int E = config_.model.moe.num_experts;

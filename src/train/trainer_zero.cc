@@ -53,10 +53,10 @@ void Trainer::setup_zero() {
     zero_values_->shard_from_flat();
   }
   optimizer_ = make_optimizer(config_.train, stage, params_, pc_, *zero_layout_, *grad_sync_, zero_values_.get());
-  if (stage >= 2) {
-    zero_hooks_ = std::make_unique<ZeroLayerHooks>(stage == 3 ? zero_values_.get() : nullptr, grad_sync_.get());
-    model_->set_layer_hooks(zero_hooks_.get());
-  }
+  // Every stage: stages 2/3 gather and reduce through the hooks; 0/1 only take the bucket cuts from
+  // them, so that the blocks' weight-gradient GEMMs are cut the same way in every stage.
+  zero_hooks_ = std::make_unique<ZeroLayerHooks>(stage == 3 ? zero_values_.get() : nullptr, grad_sync_.get());
+  model_->set_layer_hooks(zero_hooks_.get());
 }
 
 void Trainer::begin_zero_step(int64_t step) {

@@ -1,6 +1,7 @@
 // train/zero_layer_hooks.h — the Transformer's layer hooks (model/layer_hooks.h) wired to ZeRO:
-// ZeRO-3 materialises a layer's values before it runs and releases them after; ZeRO-2/3 reduce a
-// layer's gradient buckets after every micro-batch's backward of the layer (train/grad_sync.h).
+// ZeRO-3 materialises a layer's values before it runs and releases them after; ZeRO-2/3 reduce each
+// gradient bucket as soon as the blocks' backward has reported all its elements, within the layer,
+// and check at the layer's end that every parameter of it was reported (train/grad_sync.h).
 //
 // Borrows both objects; either may be null (the stage does not need it). Trainer thread only.
 #pragma once
@@ -21,6 +22,12 @@ class ZeroLayerHooks : public LayerHooks {
   void after_layer(int layer, bool backward) override {
     if (backward && grads_) grads_->on_layer_backward(layer);
     if (values_) values_->release(layer);
+  }
+  void grad_ready(int param, size_t begin, size_t end) override {
+    if (grads_) grads_->on_grad_ready(param, begin, end);
+  }
+  size_t grad_cut_below(int param, size_t end) const override {
+    return grads_ ? grads_->grad_cut_below(param, end) : 0;
   }
 
  private:

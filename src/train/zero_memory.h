@@ -4,7 +4,7 @@
 // The ParamStore keeps one flat address range per parameter group so that every block finds its
 // parameters at params.value(id) / params.grad(id) in every ZeRO stage. Which parts of that range
 // hold physical memory is ZeRO's decision (docs/zero.md): ZeRO-2/3 keep a gradient range only
-// between a layer's backward and its bucket's reduce-scatter, ZeRO-3 keeps a layer's values only
+// from the moment the blocks write it to its bucket's reduce-scatter, ZeRO-3 keeps a layer's values only
 // while the layer runs. "Releasing" a range returns its whole pages to the kernel
 // (madvise(MADV_DONTNEED) on private anonymous memory): they hold no memory until written again and
 // then read as zero. Pages shared with a neighbouring range stay resident.

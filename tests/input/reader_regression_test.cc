@@ -9,6 +9,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
+#include "config/config_loader.h"
 #include "data/token_shard_format.h"
 #include "input_test_util.h"
 
@@ -47,6 +48,15 @@ TEST(ReaderRegressionTest, ManifestFieldsOfTheWrongTypeAreCorruption) {
   write(step + "/MANIFEST.json",
         "{\"format\": \"moe4d-checkpoint\", \"version\": 4294967297, \"step\": 1, \"files\": {}}");
   expect_one_line_error([&] { Checkpoint::open(step); }, {"has version 4294967297, expected 1"});
+}
+
+TEST(ReaderRegressionTest, ConfigErrorsQuoteControlBytesOnOneLine) {
+  // yaml-cpp read these one-line inputs as scalars holding a line break, which the message quoted.
+  for (const std::string& text : {std::string("n\x05\x00n_siz", 8), std::string("\xff\xff\xff\x00null", 8)}) {
+    const std::string message =
+        expect_one_line_error([&] { parse_config(text, "fuzz.yaml"); }, {"fuzz.yaml:1: expected a map of sections"});
+    EXPECT_NE(message.find("\\x"), std::string::npos) << message;
+  }
 }
 
 }  // namespace

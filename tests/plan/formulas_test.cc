@@ -231,8 +231,9 @@ TEST(Memory, StageMemoryByHandForEachZeroStage) {
   const MemoryBreakdown z2 = stage_memory(m, s, l, c, 1, p1);
   EXPECT_DOUBLE_EQ(z2.gradients, 4 * 540);
   EXPECT_DOUBLE_EQ(z2.comm_buffers, 1536);
-  // Buckets of a quarter of each group: max(312, 384) / 4 = 96 elements. Open gradients: the largest
-  // layer (560) plus two buckets, capped at the stage's 696; plus two staged fp32 buckets.
+  // Buckets of a quarter of each group: max(312, 384) / 4 = 96 elements. Open gradients: per group
+  // the bucket being filled plus 16 of the longest gradient rows (the head's vocab / tp = 16),
+  // 2 x (96 + 256), capped at the stage's 696; plus two staged fp32 buckets.
   EXPECT_DOUBLE_EQ(z2.grad_buckets, 4 * 696 + 2 * 96 * 4);
   l.zero_stage = 3;
   const MemoryBreakdown z3 = stage_memory(m, s, l, c, 1, p1);
@@ -248,7 +249,7 @@ TEST(Memory, StageMemoryByHandForEachZeroStage) {
   sized.zero3_prefetch_buckets = 1;
   const MemoryBreakdown z3s = stage_memory(m, sized, l, c, 1, p1);
   EXPECT_DOUBLE_EQ(z3s.zero3_gather, (560 + 2 * 16 + 16) * 4);
-  EXPECT_DOUBLE_EQ(z3s.grad_buckets, (560 + 2 * 16) * 4 + 2 * 16 * 4);
+  EXPECT_DOUBLE_EQ(z3s.grad_buckets, 2 * (16 + 16 * 16) * 4 + 2 * 16 * 4);
   EXPECT_EQ(sized.bucket_count(312, 2), 20);
   EXPECT_DOUBLE_EQ(TrainingSetup{}.bucket_elements(1e12, 64), 64e6);  // Megatron: max(40M, 1M x 64)
   EXPECT_DOUBLE_EQ(TrainingSetup{}.bucket_elements(1e12, 8), 40e6);

@@ -84,6 +84,7 @@ void run_and_check(const std::string& name, int dp, int tp, int pp) {
   c.data.valid = c.data.train;
   c.checkpoint.dir = dir + "/ckpt";
   c.train.tensorboard_dir = dir + "/tensorboard";
+  c.train.peak_tflops = 0.05;  // MFU = model TFLOP/s over world x this
   c.parallel.data_parallel = dp;
   c.parallel.tensor_parallel = tp;
   c.parallel.pipeline_parallel = pp;
@@ -101,6 +102,8 @@ void run_and_check(const std::string& name, int dp, int tp, int pp) {
   EXPECT_EQ(trace["otherData"]["world_size"], 4);
   const std::vector<json> records = read_metrics(metrics);
   ASSERT_EQ(records.size(), 3u);
+  for (const json& r : records)
+    EXPECT_NEAR(r["mfu"].get<double>(), r["model_tflops_per_s"].get<double>() / (4 * 0.05), 1e-12);
 
   std::set<int> pids;
   std::map<int, std::string> process_names;
