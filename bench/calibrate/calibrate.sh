@@ -78,7 +78,7 @@ launch() {
   if ((n > CORES)); then mpirun -np "$n" --oversubscribe --bind-to none "$@"; else mpirun -np "$n" "$@"; fi
 }
 
-# name | base config | ranks | parallel_config (key=value; dp ep tp pp mb recompute zero schedule)
+# name | base config | ranks | parallel_config (key=value; dp ep tp pp mb recompute zero schedule sp)
 LAYOUTS=(
   "tiny-single|tiny|1|"
   "tiny-dp2|tiny|2|dp=2"
@@ -87,6 +87,8 @@ LAYOUTS=(
   "tiny-pp2-1f1b|tiny|2|pp=2,mb=4"
   "tiny-dp2-recompute-full|tiny|2|dp=2,recompute=full"
   "tiny-tp2-recompute-selective|tiny|2|tp=2,recompute=selective"
+  "tiny-tp2-sp|tiny|2|tp=2,sp=true"
+  "tiny-tp2-sp-recompute-selective|tiny|2|tp=2,sp=true,recompute=selective"
   "tiny-single-recompute-full|tiny|1|recompute=full"
   "tiny-zero1-dp2|tiny|2|dp=2,zero=1"
   "small-single|small|1|"
@@ -95,6 +97,7 @@ LAYOUTS=(
   "small-ep2|small|2|ep=2"
   "small-pp2-1f1b|small|2|pp=2,mb=4"
   "small-tp2-recompute-selective|small|2|tp=2,recompute=selective"
+  "small-tp2-sp|small|2|tp=2,sp=true"
   "tiny-dp2-tp2|tiny|4|dp=2,tp=2"
   "tiny-ep2-tp2|tiny|4|ep=2,tp=2"
 )
@@ -102,7 +105,7 @@ LAYOUTS=(
 # A config: the base's model and data, our parallel_config, a short run without eval or checkpoints.
 write_config() {
   local base=$1 parallel=$2 dest=$3
-  local dp=1 ep=1 tp=1 pp=1 mb=1 recompute=false zero=0 schedule=1f1b
+  local dp=1 ep=1 tp=1 pp=1 mb=1 recompute=false zero=0 schedule=1f1b sp=false
   local item key value
   IFS=',' read -ra items <<<"$parallel"
   for item in "${items[@]}"; do
@@ -110,9 +113,9 @@ write_config() {
     key=${item%%=*} value=${item#*=}
     case "$key" in
       dp) dp=$value ;; ep) ep=$value ;; tp) tp=$value ;; pp) pp=$value ;; mb) mb=$value ;; zero) zero=$value ;;
-      schedule) schedule=$value ;;
+      schedule) schedule=$value ;; sp) sp=$value ;;
       recompute) [[ $value == full ]] && recompute=true || recompute="{granularity: $value}" ;;
-      *) die "layout key '$key' is not one of dp ep tp pp mb recompute zero schedule" ;;
+      *) die "layout key '$key' is not one of dp ep tp pp mb recompute zero schedule sp" ;;
     esac
   done
   # Keep every top-level section of the base except parallel_config and checkpoint; in train, set
@@ -134,6 +137,7 @@ parallel_config:
   recompute: $recompute
   zero_stage: $zero
   pipeline_schedule: $schedule
+  sequence_parallel: $sp
 checkpoint:
   dir: ""
 EOF

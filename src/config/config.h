@@ -92,6 +92,9 @@ struct ParallelConfig {
   int local_worker_num = 0;       // ranks per node (0: detect from MPI)
   double collective_timeout = 300.0;  // seconds before a missing rank is reported
   bool overlap_grad_reduce = true;    // launch bucket reductions during backward
+  // Megatron-style sequence parallelism (alias: use_seq_parallel): outside the TP regions the
+  // activations are sharded along the sequence over the TP ranks (docs/config.md).
+  bool sequence_parallel = false;
 
   int world_size() const { return data_parallel * expert_parallel * tensor_parallel * pipeline_parallel; }
   int data_replicas() const { return data_parallel * expert_parallel; }  // EP is carved out of DP

@@ -505,6 +505,7 @@ void read_parallel(ConfigReader& reader, Section& s, ParallelConfig& p) {
   s.read("local_worker_num", p.local_worker_num);
   s.read("collective_timeout", p.collective_timeout);
   s.read("overlap_grad_reduce", p.overlap_grad_reduce);
+  s.read_aliased("sequence_parallel", "use_seq_parallel", p.sequence_parallel);
 }
 
 void read_train(Section& s, TrainConfig& t) {
@@ -829,7 +830,7 @@ Config parse_config(const std::string& yaml_text, const std::string& source_name
       {"data_parallel", "expert_parallel", "tensor_parallel", "pipeline_parallel", "micro_batch_num",
        "gradient_aggregation_group", "grad_bucket_size", "zero3_prefetch_buckets", "recompute", "zero_stage", "pipeline_schedule", "virtual_pipeline",
        "stage_layers", "rank_order", "device_list", "local_worker_num", "collective_timeout", "overlap_grad_reduce",
-       "model_parallel", "pipeline_stage", "enable_parallel_optimizer"});
+       "model_parallel", "pipeline_stage", "enable_parallel_optimizer", "sequence_parallel", "use_seq_parallel"});
   read_parallel(reader, parallel, config.parallel);
 
   Section train = top.section(
@@ -909,6 +910,7 @@ std::string config_to_yaml(const Config& c) {
   put("virtual_pipeline", p.virtual_pipeline)("stage_layers", p.stage_layers)("rank_order", p.rank_order);
   put("device_list", p.device_list)("local_worker_num", p.local_worker_num);
   put("collective_timeout", p.collective_timeout)("overlap_grad_reduce", p.overlap_grad_reduce);
+  put("sequence_parallel", p.sequence_parallel);
   out << YAML::EndMap;
 
   const TrainConfig& t = c.train;

@@ -8,6 +8,7 @@
 #include "kernels/rope.h"
 #include "model/block_matmul.h"
 #include "model/param_store.h"
+#include "model/sequence_shard.h"
 
 namespace moe4d {
 namespace {
@@ -42,33 +43,48 @@ AttentionBlock::AttentionBlock(int layer, const ModelConfig& model, const Parall
 }
 
 void* AttentionBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) const {
-  const int T = ctx.tokens(), d = hidden_, ld = local_heads_ * head_dim_;
+  const int T = ctx.tokens(), n = ctx.shard_tokens(), d = hidden_, ld = local_heads_ * head_dim_;
   const int lqkv = (local_heads_ + 2 * local_kv_heads_) * head_dim_;
+  const bool sharded = ctx.sequence_sharded();
   Arena& keep = ctx.recompute == RecomputeGranularity::kFull ? ctx.scratch : ctx.saved;
   auto* s = keep.alloc<AttentionSaved>(1);
-  s->rstd = keep.alloc_f32(T);
-  s->xn = keep.alloc_f32(size_t(T) * d);
+  // Under sequence parallelism the norm and its output are this rank's shard (n rows); the gathered
+  // input of W_qkv is rebuilt in backward rather than kept, as Megatron does (t times less memory).
+  s->rstd = keep.alloc_f32(n);
+  s->xn = keep.alloc_f32(size_t(n) * d);
   s->qkv = keep.alloc_f32(size_t(T) * lqkv);
   s->attn = keep.alloc_f32(size_t(T) * ld);
   const size_t probs_size = size_t(ctx.batch) * local_heads_ * ctx.seq * ctx.seq;
   s->probs = ctx.recompute == RecomputeGranularity::kSelective ? nullptr : keep.alloc_f32(probs_size);
   float* probs = s->probs ? s->probs : ctx.scratch.alloc_f32(probs_size);
 
-  rmsnorm_forward(s->xn, s->rstd, x_in, ctx.params.value(norm_id_), T, d, float(ctx.model.norm_eps));
-  block_matmul_forward(ctx, {.labels = kQkvLabels, .weight_id = qkv_id_}, s->qkv, s->xn, T, d, lqkv);
+  rmsnorm_forward(s->xn, s->rstd, x_in, ctx.params.value(norm_id_), n, d, float(ctx.model.norm_eps));
+  const float* xn = s->xn;
+  if (sharded) {
+    float* full = ctx.scratch.alloc_f32(size_t(T) * d);
+    sp_all_gather(ctx, s->xn, full, d);
+    xn = full;
+  }
+  block_matmul_forward(ctx, {.labels = kQkvLabels, .weight_id = qkv_id_}, s->qkv, xn, T, d, lqkv);
   rope_forward(s->qkv, ctx.rope, ctx.batch, local_heads_, local_kv_heads_);
   attention_forward(s->attn, probs, s->qkv, ctx.batch, ctx.seq, local_heads_, local_kv_heads_, head_dim_);
-  // Row-parallel W_o: each TP rank produces a partial sum of the output.
-  block_matmul_forward(ctx, {.labels = kOutLabels, .weight_id = out_id_}, x_out, s->attn, T, ld, d);
-  if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(x_out, size_t(T) * d);
-  axpy(x_out, x_in, 1.0f, int64_t(T) * d);
+  // Row-parallel W_o: each TP rank produces a partial sum of the output, summed over TP (all-reduce),
+  // or under sequence parallelism summed and scattered along the sequence (reduce-scatter).
+  float* partial = sharded ? ctx.scratch.alloc_f32(size_t(T) * d) : x_out;
+  block_matmul_forward(ctx, {.labels = kOutLabels, .weight_id = out_id_}, partial, s->attn, T, ld, d);
+  if (sharded)
+    sp_reduce_scatter(ctx, partial, x_out, d);
+  else if (ctx.pc.tp_size() > 1)
+    ctx.pc.tp->all_reduce(x_out, size_t(T) * d);
+  axpy(x_out, x_in, 1.0f, int64_t(n) * d);
   return s;
 }
 
 void AttentionBlock::backward(float* dx, const float* x_in, const void* saved, BlockContext& ctx) const {
   const auto* s = static_cast<const AttentionSaved*>(saved);
-  const int T = ctx.tokens(), d = hidden_, ld = local_heads_ * head_dim_;
+  const int T = ctx.tokens(), n = ctx.shard_tokens(), d = hidden_, ld = local_heads_ * head_dim_;
   const int lqkv = (local_heads_ + 2 * local_kv_heads_) * head_dim_;
+  const bool sharded = ctx.sequence_sharded();
   const float* probs = s->probs;
   if (!probs) {  // selective recompute: rebuild the attention probabilities
     float* p = ctx.scratch.alloc_f32(size_t(ctx.batch) * local_heads_ * ctx.seq * ctx.seq);
@@ -76,18 +92,36 @@ void AttentionBlock::backward(float* dx, const float* x_in, const void* saved, B
     attention_forward(discard, p, s->qkv, ctx.batch, ctx.seq, local_heads_, local_kv_heads_, head_dim_);
     probs = p;
   }
+  // The backward of the reduce-scatter is an all-gather of the output gradient.
+  const float* dout = dx;
+  const float* xn = s->xn;
+  if (sharded) {
+    float* full = ctx.scratch.alloc_f32(size_t(T) * d);
+    sp_all_gather(ctx, dx, full, d);
+    dout = full;
+    float* xn_full = ctx.scratch.alloc_f32(size_t(T) * d);
+    sp_all_gather(ctx, s->xn, xn_full, d);
+    xn = xn_full;
+  }
   float* dattn = ctx.scratch.alloc_f32(size_t(T) * ld);
-  block_matmul_backward(ctx, {.labels = kOutLabels, .weight_id = out_id_}, dattn, dx, s->attn, T, ld, d, false);
+  block_matmul_backward(ctx, {.labels = kOutLabels, .weight_id = out_id_}, dattn, dout, s->attn, T, ld, d, false);
   float* dqkv = ctx.scratch.alloc_f32(size_t(T) * lqkv);
   float* att_scratch = ctx.scratch.alloc_f32(size_t(ctx.seq) * ctx.seq);
   attention_backward(dqkv, att_scratch, dattn, s->qkv, probs, ctx.batch, ctx.seq, local_heads_, local_kv_heads_,
                      head_dim_);
   rope_backward(dqkv, ctx.rope, ctx.batch, local_heads_, local_kv_heads_);
   float* dxn = ctx.scratch.alloc_f32(size_t(T) * d);
-  block_matmul_backward(ctx, {.labels = kQkvLabels, .weight_id = qkv_id_}, dxn, dqkv, s->xn, T, d, lqkv, false);
-  // Column-parallel W_qkv: the input gradient is a partial sum over TP ranks.
-  if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(dxn, size_t(T) * d);
-  rmsnorm_backward(dx, ctx.params.grad(norm_id_), dxn, x_in, ctx.params.value(norm_id_), s->rstd, T, d);
+  block_matmul_backward(ctx, {.labels = kQkvLabels, .weight_id = qkv_id_}, dxn, dqkv, xn, T, d, lqkv, false);
+  // Column-parallel W_qkv: the input gradient is a partial sum over TP ranks (reduce-scattered along
+  // the sequence under sequence parallelism: the backward of the forward's all-gather).
+  if (sharded) {
+    float* dxn_shard = ctx.scratch.alloc_f32(size_t(n) * d);
+    sp_reduce_scatter(ctx, dxn, dxn_shard, d);
+    dxn = dxn_shard;
+  } else if (ctx.pc.tp_size() > 1) {
+    ctx.pc.tp->all_reduce(dxn, size_t(T) * d);
+  }
+  sp_norm_backward(ctx, dx, norm_id_, dxn, x_in, s->rstd, d);
   grad_ready(ctx, norm_id_);
 }
 

@@ -61,11 +61,16 @@ struct BlockContext {
   RecomputeGranularity recompute = RecomputeGranularity::kNone;
   std::vector<MoeLayerStats>* moe_stats = nullptr;  // null: don't record (evaluation)
   BlockNumerics numerics;  // set by the step executor from the training precision
+  // Sequence parallelism (model/sequence_shard.h): the residual stream, the norms and the blocks'
+  // inputs and outputs hold only this TP rank's slice of every sequence, shard_tokens() rows.
+  bool sequence_parallel = false;
   // Told which gradient elements are final during backward (model/layer_hooks.h); set by the
   // Transformer's backward to its layer hooks, null: nobody listens.
   LayerHooks* grad_hooks = nullptr;
 
   int tokens() const { return batch * seq; }
+  bool sequence_sharded() const { return sequence_parallel && pc.tp_size() > 1; }
+  int shard_tokens() const { return sequence_sharded() ? tokens() / pc.tp_size() : tokens(); }
 };
 
 }  // namespace moe4d

@@ -9,6 +9,7 @@
 #include "kernels/swiglu.h"
 #include "model/block_matmul.h"
 #include "model/param_store.h"
+#include "model/sequence_shard.h"
 
 namespace moe4d {
 namespace {
@@ -40,37 +41,59 @@ FfnBlock::FfnBlock(int layer, const ModelConfig& model, const ParallelContext& p
 }
 
 void* FfnBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) const {
-  const int T = ctx.tokens(), d = hidden_, f = local_ffn_;
+  const int T = ctx.tokens(), n = ctx.shard_tokens(), d = hidden_, f = local_ffn_;
+  const bool sharded = ctx.sequence_sharded();
   Arena& keep = ctx.recompute == RecomputeGranularity::kFull ? ctx.scratch : ctx.saved;
   auto* s = keep.alloc<FfnSaved>(1);
-  s->rstd = keep.alloc_f32(T);
-  s->xn = keep.alloc_f32(size_t(T) * d);
+  s->rstd = keep.alloc_f32(n);
+  s->xn = keep.alloc_f32(size_t(n) * d);  // this rank's shard under sequence parallelism
   s->h1 = keep.alloc_f32(size_t(T) * f);
   s->h3 = keep.alloc_f32(size_t(T) * f);
   s->g = ctx.recompute == RecomputeGranularity::kSelective ? nullptr : keep.alloc_f32(size_t(T) * f);
   float* g = s->g ? s->g : ctx.scratch.alloc_f32(size_t(T) * f);
 
-  rmsnorm_forward(s->xn, s->rstd, x_in, ctx.params.value(norm_id_), T, d, float(ctx.model.norm_eps));
-  block_matmul_forward(ctx, {.labels = kW1Labels, .weight_id = w1_id_}, s->h1, s->xn, T, d, f);
-  block_matmul_forward(ctx, {.labels = kW3Labels, .weight_id = w3_id_}, s->h3, s->xn, T, d, f);
+  rmsnorm_forward(s->xn, s->rstd, x_in, ctx.params.value(norm_id_), n, d, float(ctx.model.norm_eps));
+  const float* xn = s->xn;
+  if (sharded) {
+    float* full = ctx.scratch.alloc_f32(size_t(T) * d);
+    sp_all_gather(ctx, s->xn, full, d);
+    xn = full;
+  }
+  block_matmul_forward(ctx, {.labels = kW1Labels, .weight_id = w1_id_}, s->h1, xn, T, d, f);
+  block_matmul_forward(ctx, {.labels = kW3Labels, .weight_id = w3_id_}, s->h3, xn, T, d, f);
   swiglu_forward(g, s->h1, s->h3, int64_t(T) * f);
-  block_matmul_forward(ctx, {.labels = kW2Labels, .weight_id = w2_id_}, x_out, g, T, f, d);
-  if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(x_out, size_t(T) * d);
-  axpy(x_out, x_in, 1.0f, int64_t(T) * d);
+  float* partial = sharded ? ctx.scratch.alloc_f32(size_t(T) * d) : x_out;
+  block_matmul_forward(ctx, {.labels = kW2Labels, .weight_id = w2_id_}, partial, g, T, f, d);
+  if (sharded)
+    sp_reduce_scatter(ctx, partial, x_out, d);
+  else if (ctx.pc.tp_size() > 1)
+    ctx.pc.tp->all_reduce(x_out, size_t(T) * d);
+  axpy(x_out, x_in, 1.0f, int64_t(n) * d);
   return s;
 }
 
 void FfnBlock::backward(float* dx, const float* x_in, const void* saved, BlockContext& ctx) const {
   const auto* s = static_cast<const FfnSaved*>(saved);
-  const int T = ctx.tokens(), d = hidden_, f = local_ffn_;
+  const int T = ctx.tokens(), n = ctx.shard_tokens(), d = hidden_, f = local_ffn_;
+  const bool sharded = ctx.sequence_sharded();
   const float* g = s->g;
   if (!g) {  // selective recompute: rebuild the gated activation
     float* rebuilt = ctx.scratch.alloc_f32(size_t(T) * f);
     swiglu_forward(rebuilt, s->h1, s->h3, int64_t(T) * f);
     g = rebuilt;
   }
+  const float* dout = dx;
+  const float* xn = s->xn;
+  if (sharded) {
+    float* full = ctx.scratch.alloc_f32(size_t(T) * d);
+    sp_all_gather(ctx, dx, full, d);
+    dout = full;
+    float* xn_full = ctx.scratch.alloc_f32(size_t(T) * d);
+    sp_all_gather(ctx, s->xn, xn_full, d);
+    xn = xn_full;
+  }
   float* dg = ctx.scratch.alloc_f32(size_t(T) * f);
-  block_matmul_backward(ctx, {.labels = kW2Labels, .weight_id = w2_id_}, dg, dx, g, T, f, d, false);
+  block_matmul_backward(ctx, {.labels = kW2Labels, .weight_id = w2_id_}, dg, dout, g, T, f, d, false);
   float* dh1 = ctx.scratch.alloc_f32(size_t(T) * f);
   float* dh3 = ctx.scratch.alloc_f32(size_t(T) * f);
   swiglu_backward(dh1, dh3, dg, s->h1, s->h3, int64_t(T) * f);
@@ -78,10 +101,16 @@ void FfnBlock::backward(float* dx, const float* x_in, const void* saved, BlockCo
   // Weight gradients in reverse flat order (w2, w3, w1, norm), so that ZeRO's buckets fill and are
   // reduced one after another (model/layer_hooks.h); the input gradient sums dh1 W1^T + dh3 W3^T as before.
   block_matmul_backward(ctx, {.labels = kW1Labels, .weight_id = w1_id_}, dxn, dh1, nullptr, T, d, f, false);
-  block_matmul_backward(ctx, {.labels = kW3Labels, .weight_id = w3_id_}, dxn, dh3, s->xn, T, d, f, true);
-  block_matmul_weight_grad(ctx, {.labels = kW1Labels, .weight_id = w1_id_}, dh1, s->xn, T, d, f);
-  if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(dxn, size_t(T) * d);
-  rmsnorm_backward(dx, ctx.params.grad(norm_id_), dxn, x_in, ctx.params.value(norm_id_), s->rstd, T, d);
+  block_matmul_backward(ctx, {.labels = kW3Labels, .weight_id = w3_id_}, dxn, dh3, xn, T, d, f, true);
+  block_matmul_weight_grad(ctx, {.labels = kW1Labels, .weight_id = w1_id_}, dh1, xn, T, d, f);
+  if (sharded) {
+    float* dxn_shard = ctx.scratch.alloc_f32(size_t(n) * d);
+    sp_reduce_scatter(ctx, dxn, dxn_shard, d);
+    dxn = dxn_shard;
+  } else if (ctx.pc.tp_size() > 1) {
+    ctx.pc.tp->all_reduce(dxn, size_t(T) * d);
+  }
+  sp_norm_backward(ctx, dx, norm_id_, dxn, x_in, s->rstd, d);
   grad_ready(ctx, norm_id_);
 }
 

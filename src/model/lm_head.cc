@@ -8,12 +8,13 @@
 #include "kernels/rmsnorm.h"
 #include "model/block_matmul.h"
 #include "model/param_store.h"
+#include "model/sequence_shard.h"
 
 namespace moe4d {
 namespace {
 struct HeadSaved {
-  float* rstd;    // [T]
-  float* xn;      // [T, d]
+  float* rstd;    // [n] (n = T, or T / tp: this rank's sequence shard under sequence parallelism)
+  float* xn;      // [n, d]; the full [T, d] is gathered again in backward
   float* logits;  // [T, vocab_local]
   float* max;     // [T] global row max
   float* sumexp;  // [T] global sum of exp(logit - max)
@@ -36,16 +37,30 @@ TokenEmbedding::TokenEmbedding(const ModelConfig& model, const ParallelContext& 
 
 void TokenEmbedding::forward(const int* tokens, float* out, BlockContext& ctx) const {
   const int T = ctx.tokens();
+  // Each TP rank looks up only its vocabulary rows: the partial lookups are summed over TP, or under
+  // sequence parallelism summed and scattered along the sequence (Megatron's reduce-scatter).
+  if (ctx.sequence_sharded()) {
+    float* partial = ctx.scratch.alloc_f32(size_t(T) * hidden_);
+    embedding_forward(partial, ctx.params.value(id_), tokens, T, hidden_, vocab_start_, vocab_local_);
+    sp_reduce_scatter(ctx, partial, out, hidden_);
+    return;
+  }
   embedding_forward(out, ctx.params.value(id_), tokens, T, hidden_, vocab_start_, vocab_local_);
   if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(out, size_t(T) * hidden_);
 }
 
 void TokenEmbedding::backward(const int* tokens, const float* dout, BlockContext& ctx) const {
+  const float* full = dout;
+  if (ctx.sequence_sharded()) {  // the backward of the reduce-scatter: gather the shards' gradients
+    float* gathered = ctx.scratch.alloc_f32(size_t(ctx.tokens()) * hidden_);
+    sp_all_gather(ctx, dout, gathered, hidden_);
+    full = gathered;
+  }
   // Row blocks from the last one down that end at the grad hooks' cuts: each block adds the rows of
   // its tokens only (the same additions in the same order as one call) and is reported at once.
   float* table = ctx.params.grad(id_);
   for_each_grad_block(ctx, id_, 0, size_t(vocab_local_), size_t(hidden_), true, [&](size_t r0, size_t r1) {
-    embedding_backward(table + r0 * size_t(hidden_), dout, tokens, ctx.tokens(), hidden_, vocab_start_ + int(r0),
+    embedding_backward(table + r0 * size_t(hidden_), full, tokens, ctx.tokens(), hidden_, vocab_start_ + int(r0),
                        int(r1 - r0));
   });
 }
@@ -72,16 +87,24 @@ void LmHead::project(const float* xn, float* logits, int rows, BlockContext& ctx
 }
 
 void* LmHead::forward(const float* x, const int* targets, BlockContext& ctx, HeadOutput* out) const {
-  const int T = ctx.tokens(), d = hidden_, V = vocab_local_;
+  const int T = ctx.tokens(), n = ctx.shard_tokens(), d = hidden_, V = vocab_local_;
   Arena& keep = ctx.saved;
   auto* s = keep.alloc<HeadSaved>(1);
-  s->rstd = keep.alloc_f32(T);
-  s->xn = keep.alloc_f32(size_t(T) * d);
+  s->rstd = keep.alloc_f32(n);
+  s->xn = keep.alloc_f32(size_t(n) * d);
   s->logits = keep.alloc_f32(size_t(T) * V);
   s->max = keep.alloc_f32(T);
   s->sumexp = keep.alloc_f32(T);
-  rmsnorm_forward(s->xn, s->rstd, x, ctx.params.value(norm_id_), T, d, float(ctx.model.norm_eps));
-  project(s->xn, s->logits, T, ctx);
+  rmsnorm_forward(s->xn, s->rstd, x, ctx.params.value(norm_id_), n, d, float(ctx.model.norm_eps));
+  // The final norm runs on the sequence shard; the vocab-parallel head sees the gathered sequence (as
+  // Megatron's output layer), so the loss and its three all-reduces are those of the TP run.
+  const float* xn = s->xn;
+  if (ctx.sequence_sharded()) {
+    float* full = ctx.scratch.alloc_f32(size_t(T) * d);
+    sp_all_gather(ctx, s->xn, full, d);
+    xn = full;
+  }
+  project(xn, s->logits, T, ctx);
 
   Communicator* tp = ctx.pc.tp_size() > 1 ? ctx.pc.tp.get() : nullptr;
   ce_row_max(s->max, s->logits, T, V);
@@ -110,17 +133,30 @@ void* LmHead::forward(const float* x, const int* targets, BlockContext& ctx, Hea
 
 void LmHead::backward(float* dx, const float* x, const int* targets, const void* saved, BlockContext& ctx) const {
   const auto* s = static_cast<const HeadSaved*>(saved);
-  const int T = ctx.tokens(), d = hidden_, V = vocab_local_;
+  const int T = ctx.tokens(), n = ctx.shard_tokens(), d = hidden_, V = vocab_local_;
+  const bool sharded = ctx.sequence_sharded();
+  const float* xn = s->xn;
+  if (sharded) {
+    float* full = ctx.scratch.alloc_f32(size_t(T) * d);
+    sp_all_gather(ctx, s->xn, full, d);
+    xn = full;
+  }
   // d(grad_scale * mean CE) / d logits, in place over the saved logits (they are not needed again).
   ce_backward(s->logits, s->logits, s->max, s->sumexp, targets, ctx.grad_scale / T, T, V, vocab_start_);
   const float* dlogits = s->logits;
   float* dxn = ctx.scratch.alloc_f32(size_t(T) * d);
   // Tied: logits = xn W^T with W [V, d]: dxn = dlogits W, dW += dlogits^T xn.
   block_matmul_backward(ctx, {.labels = kHeadLabels, .weight_id = head_id_, .weight_transposed = tied_}, dxn, dlogits,
-                        s->xn, T, d, V, false);
-  if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(dxn, size_t(T) * d);
-  std::memset(dx, 0, sizeof(float) * size_t(T) * d);
-  rmsnorm_backward(dx, ctx.params.grad(norm_id_), dxn, x, ctx.params.value(norm_id_), s->rstd, T, d);
+                        xn, T, d, V, false);
+  if (sharded) {
+    float* dxn_shard = ctx.scratch.alloc_f32(size_t(n) * d);
+    sp_reduce_scatter(ctx, dxn, dxn_shard, d);
+    dxn = dxn_shard;
+  } else if (ctx.pc.tp_size() > 1) {
+    ctx.pc.tp->all_reduce(dxn, size_t(T) * d);
+  }
+  std::memset(dx, 0, sizeof(float) * size_t(n) * d);
+  sp_norm_backward(ctx, dx, norm_id_, dxn, x, s->rstd, d);
   grad_ready(ctx, norm_id_);
 }
 

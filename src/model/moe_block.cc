@@ -16,12 +16,13 @@
 #include "kernels/swiglu.h"
 #include "model/block_matmul.h"
 #include "model/param_store.h"
+#include "model/sequence_shard.h"
 
 namespace moe4d {
 namespace {
 struct MoeSaved {
-  float* rstd;         // [T]
-  float* xn;           // [T, d]
+  float* rstd;         // [n] (n = T, or T / tp under sequence parallelism: this rank's shard)
+  float* xn;           // [n, d]; the full [T, d] is gathered again in backward
   float* logits;       // [T, E] router logits (sigmoid scoring only: its z-loss gradient needs them)
   float* probs;        // [T, E] router scores (softmax probabilities or sigmoids)
   float* lse;          // [T]
@@ -216,11 +217,12 @@ void MoeBlock::experts_backward_weights(const ExpertExchangePlan& plan, const fl
 }
 
 void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) const {
-  const int T = ctx.tokens(), d = hidden_, f = local_ffn_, E = experts_, k = top_k_;
+  const int T = ctx.tokens(), n = ctx.shard_tokens(), d = hidden_, f = local_ffn_, E = experts_, k = top_k_;
+  const bool sharded = ctx.sequence_sharded();
   Arena& keep = ctx.recompute == RecomputeGranularity::kFull ? ctx.scratch : ctx.saved;
   auto* s = keep.alloc<MoeSaved>(1);
-  s->rstd = keep.alloc_f32(T);
-  s->xn = keep.alloc_f32(size_t(T) * d);
+  s->rstd = keep.alloc_f32(n);
+  s->xn = keep.alloc_f32(size_t(n) * d);
   s->probs = keep.alloc_f32(size_t(T) * E);
   s->lse = keep.alloc_f32(T);
   s->topk_idx = keep.alloc_i32(size_t(T) * k);
@@ -231,11 +233,19 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
   s->logits = nullptr;
   s->sh1 = s->sh3 = s->sg = nullptr;
 
-  rmsnorm_forward(s->xn, s->rstd, x_in, ctx.params.value(norm_id_), T, d, float(ctx.model.norm_eps));
+  rmsnorm_forward(s->xn, s->rstd, x_in, ctx.params.value(norm_id_), n, d, float(ctx.model.norm_eps));
+  // Under sequence parallelism the MoE input is gathered over TP like a column-parallel GEMM's: every
+  // TP rank routes the whole sequence, so routing, capacity, the aux loss and the token counts are
+  // those of the TP run without it, and the TP-sharded experts see all their tokens.
+  const float* xn = s->xn;
+  if (sharded) {
+    float* full = ctx.scratch.alloc_f32(size_t(T) * d);
+    sp_all_gather(ctx, s->xn, full, d);
+    xn = full;
+  }
   float* logits = scoring_.sigmoid ? (s->logits = keep.alloc_f32(size_t(T) * E)) : ctx.scratch.alloc_f32(size_t(T) * E);
   // The router stays fp32 whatever the training precision (docs/model.md §1).
-  block_matmul_forward(ctx, {.labels = kRouterLabels, .weight_id = router_id_, .keep_fp32 = true}, logits, s->xn, T, d,
-                       E);
+  block_matmul_forward(ctx, {.labels = kRouterLabels, .weight_id = router_id_, .keep_fp32 = true}, logits, xn, T, d, E);
   const bool use_bias = std::any_of(router_bias_.begin(), router_bias_.end(), [](float b) { return b != 0.0f; });
   router_forward(s->probs, s->lse, s->topk_idx, s->topk_w, logits, use_bias ? router_bias_.data() : nullptr, T, E, k,
                  scoring_);
@@ -261,7 +271,7 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
   // Token rows grouped by expert, then moved to the ranks holding those experts.
   s->xr = keep.alloc_f32(size_t(R) * d);
   float* xp = expert_parallel ? ctx.scratch.alloc_f32(size_t(rows) * d) : s->xr;
-  moe_permute_forward(xp, s->xn, s->row_slot, rows, k, d);
+  moe_permute_forward(xp, xn, s->row_slot, rows, k, d);
 
   s->h1 = keep.alloc_f32(size_t(R) * f);
   s->h3 = keep.alloc_f32(size_t(R) * f);
@@ -284,17 +294,22 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
     if (expert_parallel) returning.push(exchange_.combine_begin(c, yr, s->y, d, plan, ctx.scratch));
   }
   returning.finish_all();
-  moe_unpermute_forward(x_out, s->y, s->slot_row, s->topk_w, T, k, d);
+  float* partial = sharded ? ctx.scratch.alloc_f32(size_t(T) * d) : x_out;
+  moe_unpermute_forward(partial, s->y, s->slot_row, s->topk_w, T, k, d);
   if (local_shared_ffn_ > 0) {
-    const size_t n = size_t(T) * local_shared_ffn_;
-    s->sh1 = keep.alloc_f32(n);
-    s->sh3 = keep.alloc_f32(n);
-    s->sg = ctx.recompute == RecomputeGranularity::kSelective ? nullptr : keep.alloc_f32(n);
-    shared_forward(s->xn, s->sh1, s->sh3, s->sg ? s->sg : ctx.scratch.alloc_f32(n), x_out, T, ctx);
+    const size_t size = size_t(T) * local_shared_ffn_;
+    s->sh1 = keep.alloc_f32(size);
+    s->sh3 = keep.alloc_f32(size);
+    s->sg = ctx.recompute == RecomputeGranularity::kSelective ? nullptr : keep.alloc_f32(size);
+    shared_forward(xn, s->sh1, s->sh3, s->sg ? s->sg : ctx.scratch.alloc_f32(size), partial, T, ctx);
   }
-  // One TP all-reduce for the routed and the shared experts' partial sums.
-  if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(x_out, size_t(T) * d);
-  axpy(x_out, x_in, 1.0f, int64_t(T) * d);
+  // One TP all-reduce (reduce-scatter along the sequence under sequence parallelism) for the routed
+  // and the shared experts' partial sums.
+  if (sharded)
+    sp_reduce_scatter(ctx, partial, x_out, d);
+  else if (ctx.pc.tp_size() > 1)
+    ctx.pc.tp->all_reduce(x_out, size_t(T) * d);
+  axpy(x_out, x_in, 1.0f, int64_t(n) * d);
 
   if (ctx.moe_stats) {
     MoeLayerStats* st = nullptr;
@@ -326,14 +341,27 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
 void MoeBlock::backward(float* dx, const float* x_in, const void* saved, BlockContext& ctx) const {
   const auto* s = static_cast<const MoeSaved*>(saved);
   const ExpertExchangePlan& plan = s->plan;
-  const int T = ctx.tokens(), d = hidden_, f = local_ffn_, E = experts_, k = top_k_;
+  const int T = ctx.tokens(), n = ctx.shard_tokens(), d = hidden_, f = local_ffn_, E = experts_, k = top_k_;
   const int rows = plan.send_rows, R = plan.recv_rows;
   const bool expert_parallel = plan.ep > 1;
+  const bool sharded = ctx.sequence_sharded();
+  // Under sequence parallelism: the output gradient (the backward of the reduce-scatter) and the
+  // MoE input are gathered over TP.
+  const float* dout = dx;
+  const float* xn = s->xn;
+  if (sharded) {
+    float* full = ctx.scratch.alloc_f32(size_t(T) * d);
+    sp_all_gather(ctx, dx, full, d);
+    dout = full;
+    float* xn_full = ctx.scratch.alloc_f32(size_t(T) * d);
+    sp_all_gather(ctx, s->xn, xn_full, d);
+    xn = xn_full;
+  }
 
   // Combine backward: gradients of the expert outputs and of the router weights.
   float* dy = ctx.scratch.alloc_f32(size_t(rows) * d);
   float* dtopk_w = ctx.scratch.alloc_f32(size_t(T) * k);
-  moe_unpermute_backward(dy, dtopk_w, dx, s->y, s->slot_row, s->topk_w, T, k, d);
+  moe_unpermute_backward(dy, dtopk_w, dout, s->y, s->slot_row, s->topk_w, T, k, d);
   // y holds TP partial sums, so each rank's dot products are partial too.
   if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(dtopk_w, size_t(T) * k);
 
@@ -368,16 +396,32 @@ void MoeBlock::backward(float* dx, const float* x_in, const void* saved, BlockCo
   float* dxn = ctx.scratch.alloc_f32(size_t(T) * d);
   std::memset(dxn, 0, sizeof(float) * size_t(T) * d);
   moe_permute_backward(dxn, dxp, s->row_slot, rows, k, d);
-  if (local_shared_ffn_ > 0) shared_backward(dx, s->xn, s->sh1, s->sh3, s->sg, dxn, T, ctx);
+  if (local_shared_ffn_ > 0) shared_backward(dout, xn, s->sh1, s->sh3, s->sg, dxn, T, ctx);
   // The expert paths' input gradient is a TP partial sum; the router's (below) is not.
-  if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(dxn, size_t(T) * d);
+  float* dxn_mine = dxn;
+  if (sharded) {
+    dxn_mine = ctx.scratch.alloc_f32(size_t(n) * d);
+    sp_reduce_scatter(ctx, dxn, dxn_mine, d);
+  } else if (ctx.pc.tp_size() > 1) {
+    ctx.pc.tp->all_reduce(dxn, size_t(T) * d);
+  }
 
   float* dlogits = ctx.scratch.alloc_f32(size_t(T) * E);
   router_backward(dlogits, dtopk_w, s->probs, s->lse, s->topk_idx, s->topk_w, s->counts, T, E, k,
                   aux_coeff_ * ctx.grad_scale, z_coeff_ * ctx.grad_scale, scoring_, s->logits);
-  block_matmul_backward(ctx, {.labels = kRouterLabels, .weight_id = router_id_, .keep_fp32 = true}, dxn, dlogits,
-                        s->xn, T, d, E, true);
-  rmsnorm_backward(dx, ctx.params.grad(norm_id_), dxn, x_in, ctx.params.value(norm_id_), s->rstd, T, d);
+  const BlockGemm router{.labels = kRouterLabels, .weight_id = router_id_, .keep_fp32 = true};
+  if (sharded) {
+    // Every TP rank routed the whole sequence, so the router's input gradient is complete on each:
+    // this rank keeps its own rows, and the router weight gradient is already the TP run's.
+    float* router_dxn = ctx.scratch.alloc_f32(size_t(T) * d);
+    block_matmul_backward(ctx, router, router_dxn, dlogits, xn, T, d, E, false);
+    float* mine = ctx.scratch.alloc_f32(size_t(n) * d);
+    sp_take_shard(ctx, router_dxn, mine, d);
+    axpy(dxn_mine, mine, 1.0f, int64_t(n) * d);
+  } else {
+    block_matmul_backward(ctx, router, dxn, dlogits, xn, T, d, E, true);
+  }
+  sp_norm_backward(ctx, dx, norm_id_, dxn_mine, x_in, s->rstd, d);
   grad_ready(ctx, norm_id_);
 }
 

@@ -58,7 +58,8 @@ void Transformer::run_forward(const ChunkSpec& spec, const int* tokens, const in
                               MicroBatchState& state, BlockContext& ctx, HeadOutput* head_out) const {
   MOE4D_CHECK(&ctx.saved == &state.arena);
   const int n = spec.num_layers;
-  const size_t width = size_t(ctx.tokens()) * model_.hidden_size;
+  // The residual stream: this rank's sequence shard under sequence parallelism.
+  const size_t width = size_t(ctx.shard_tokens()) * model_.hidden_size;
   const bool full_recompute = ctx.recompute == RecomputeGranularity::kFull;
   state.residual.assign(n + 1, nullptr);
   state.mid.assign(n, nullptr);
@@ -102,6 +103,7 @@ void Transformer::run_forward(const ChunkSpec& spec, const int* tokens, const in
 void Transformer::logits_at(const int* tokens, int position, float* out, MicroBatchState& state,
                             BlockContext& ctx) const {
   MOE4D_CHECK(num_chunks() == 1 && chunks_[0].has_embedding && chunks_[0].has_head);
+  MOE4D_CHECK_MSG(!ctx.sequence_sharded(), "inference runs without sequence parallelism");
   // Run the chunk without its loss, then project only the requested position.
   ChunkSpec body = chunks_[0];
   body.has_head = false;
@@ -117,7 +119,8 @@ void Transformer::backward(int c, const float* dx_out, float* dx_in, MicroBatchS
                            const GradReadyFn& on_ready) const {
   const ChunkSpec& spec = chunks_[c];
   const int n = spec.num_layers;
-  const size_t width = size_t(ctx.tokens()) * model_.hidden_size;
+  // The residual stream: this rank's sequence shard under sequence parallelism.
+  const size_t width = size_t(ctx.shard_tokens()) * model_.hidden_size;
   ctx.grad_hooks = hooks_;  // the blocks report their parameters' gradients as they write them
   float* dx = state.arena.alloc_f32(width);
   const int after_last = spec.has_embedding ? -1 : LayerHooks::kNoLayer;  // what backward visits last
@@ -141,6 +144,7 @@ void Transformer::backward(int c, const float* dx_out, float* dx_in, MicroBatchS
       BlockContext again{ctx.pc, ctx.params, ctx.model, ctx.rope, ctx.scratch, ctx.scratch, ctx.batch, ctx.seq,
                          ctx.grad_scale, RecomputeGranularity::kNone, nullptr};
       again.numerics = ctx.numerics;  // rebuilt in the precision the forward used
+      again.sequence_parallel = ctx.sequence_parallel;
       float* rebuilt_mid = ctx.scratch.alloc_f32(width);
       float* rebuilt_out = ctx.scratch.alloc_f32(width);
       layer_forward(layer, state.residual[i], rebuilt_mid, rebuilt_out, &attn_saved, &ffn_saved, again);

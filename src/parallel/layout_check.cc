@@ -138,6 +138,11 @@ void validate_layout(const ModelConfig& model, const ParallelConfig& p, int64_t 
                         "tensor_parallel", p.tensor_parallel);
   }
   require_divisible("vocab_size", model.vocab_size, "tensor_parallel", p.tensor_parallel);
+  // Sequence parallelism gives every TP rank an equal slice of each sequence (model/sequence_shard.h).
+  if (p.sequence_parallel && model.seq_length % p.tensor_parallel != 0)
+    fail("sequence_parallel needs seq_length divisible by tensor_parallel, but seq_length {} is not divisible by "
+         "tensor_parallel {}; use a seq_length that is a multiple of {}, or sequence_parallel: false",
+         model.seq_length, p.tensor_parallel, p.tensor_parallel);
 
   if (p.expert_parallel > 1 && !model.is_moe())
     fail("expert_parallel {} needs a MoE model, but moe.num_experts is 0 (dense); set expert_parallel: 1 or give the "

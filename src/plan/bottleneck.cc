@@ -1,6 +1,8 @@
 // plan/bottleneck.cc — naming the limit of a layout (rules in plan/bottleneck.h).
 #include "plan/bottleneck.h"
 
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "plan/search.h"
@@ -43,6 +45,58 @@ std::string memory_sentence(const Evaluation& e) {
                      format_gib(e.memory_limit), worst->name, format_gib(worst->bytes), worst->advice);
 }
 
+// The variants of `e`'s layout that the advice would point to, checked against the memory model:
+// the first of `candidates` (in order of preference) that fits, or none.
+struct Alternative {
+  Layout layout;
+  double bytes = 0;
+  bool fits = false;
+};
+
+Alternative first_fitting(const PlanContext& ctx, const Evaluation& e, const std::vector<Layout>& candidates) {
+  LayoutEvaluator evaluator(ctx);
+  Alternative best;
+  for (const Layout& l : candidates) {
+    if (!layout_problem(ctx, l).empty()) continue;
+    const double bytes = evaluator.memory(l).total();
+    if (bytes <= e.memory_limit) return {l, bytes, true};
+    if (best.bytes == 0 || bytes < best.bytes) best = {l, bytes, false};
+  }
+  return best;
+}
+
+std::string recompute_sentence(const PlanContext& ctx, const Evaluation& e, double share) {
+  const Layout& l = e.layout;
+  // Lighter recompute first; with TP, sequence parallelism may make it fit.
+  std::vector<RecomputeGranularity> lighter;
+  // Fastest first: no recompute, then selective.
+  if (l.recompute == RecomputeGranularity::kFull) lighter = {RecomputeGranularity::kNone, RecomputeGranularity::kSelective};
+  if (l.recompute == RecomputeGranularity::kSelective) lighter = {RecomputeGranularity::kNone};
+  std::vector<bool> sequence_parallel = {l.sequence_parallel};
+  if (!l.sequence_parallel && l.tp > 1) sequence_parallel.push_back(true);
+  std::vector<Layout> candidates;
+  for (const bool sp : sequence_parallel)
+    for (RecomputeGranularity r : lighter) {
+      Layout c = l;
+      c.recompute = r;
+      c.sequence_parallel = sp;
+      candidates.push_back(c);
+    }
+  const std::string head = fmt::format("recompute is {} of the step: ", percent(share));
+  const Alternative alt = first_fitting(ctx, e, candidates);
+  if (alt.fits)
+    return head + fmt::format("recompute {}{} fits ({} GiB of {} GiB), use it", recompute_name(alt.layout.recompute),
+                              alt.layout.sequence_parallel && !l.sequence_parallel ? " with sequence parallelism" : "",
+                              format_gib(alt.bytes), format_gib(e.memory_limit));
+  if (alt.bytes > 0)
+    return head + fmt::format("lighter recompute does not fit (recompute {}{} needs {} GiB of {} GiB); keep it, or "
+                              "shard the activations further (TP / PP)",
+                              recompute_name(alt.layout.recompute),
+                              alt.layout.sequence_parallel ? " with sequence parallelism" : "", format_gib(alt.bytes),
+                              format_gib(e.memory_limit));
+  return head + "it is the lightest setting that this layout allows";
+}
+
 std::string communication_sentence(const PlanContext& ctx, const Evaluation& e) {
   const TimeBreakdown& t = e.time;
   const Placement& p = e.placement;
@@ -74,9 +128,23 @@ std::string communication_sentence(const PlanContext& ctx, const Evaluation& e) 
                          "use smaller gradient buckets (grad_bucket_size) so backward hides it",
                          part_share, e.layout.data_replicas(),
                          p.data.crosses_nodes() ? fmt::format(" on {} nodes", p.data.nodes) : "");
-    case 3:
-      return head + fmt::format("mostly ZeRO-{} parameter and gradient traffic ({}); use a lower zero_stage if memory allows",
-                                e.layout.zero_stage, part_share);
+    case 3: {
+      std::vector<Layout> lower;
+      for (int z = 0; z < e.layout.zero_stage; ++z) {
+        Layout c = e.layout;
+        c.zero_stage = z;
+        lower.push_back(c);
+      }
+      const Alternative alt = first_fitting(ctx, e, lower);
+      const std::string traffic =
+          fmt::format("mostly ZeRO-{} parameter and gradient traffic ({}); ", e.layout.zero_stage, part_share);
+      if (alt.fits)
+        return head + traffic + fmt::format("zero_stage {} fits ({} GiB of {} GiB), use it", alt.layout.zero_stage,
+                                            format_gib(alt.bytes), format_gib(e.memory_limit));
+      if (alt.bytes == 0) return head + traffic + "no lower zero_stage is valid for this layout";
+      return head + traffic + fmt::format("no lower zero_stage fits (zero_stage {} needs {} GiB of {} GiB)",
+                                          alt.layout.zero_stage, format_gib(alt.bytes), format_gib(e.memory_limit));
+    }
     default:
       return head + fmt::format("mostly pipeline send/recv ({}){}; lower PP", part_share,
                                 p.pp_hop.crosses_nodes() ? " between nodes" : "");
@@ -100,8 +168,7 @@ std::string describe_bottleneck(const PlanContext& ctx, const Evaluation& e) {
   }
   if (comm >= kWorthNaming) return communication_sentence(ctx, e);
   const double recompute = t.recompute / t.step;
-  if (recompute >= kWorthNaming)
-    return fmt::format("recompute is {} of the step: use selective recompute or none if memory allows", percent(recompute));
+  if (recompute >= kWorthNaming) return recompute_sentence(ctx, e, recompute);
   return fmt::format("compute-bound: compute is {} of the step at {} MFU", percent((t.compute + t.recompute) / t.step),
                      percent(e.mfu));
 }

@@ -73,10 +73,13 @@ std::string layout_to_string(const Layout& l) {
   if (l.schedule == PipelineSchedule::kInterleaved) out += fmt::format(",v={}", l.virtual_stages);
   out += fmt::format(",recompute={},zero={},order={}", recompute_name(l.recompute), l.zero_stage,
                      rank_order_string(l.order));
+  if (l.sequence_parallel) out += ",sp=1";
   return out;
 }
 
-std::string layout_dims_string(const Layout& l) { return fmt::format("dp{} ep{} tp{} pp{}", l.dp, l.ep, l.tp, l.pp); }
+std::string layout_dims_string(const Layout& l) {
+  return fmt::format("dp{} ep{} tp{} pp{}{}", l.dp, l.ep, l.tp, l.pp, l.sequence_parallel ? " sp" : "");
+}
 
 namespace {
 
@@ -193,8 +196,13 @@ Layout parse_layout(const std::string& text, int64_t global_batch, int devices) 
       l.zero_stage = value[0] - '0';
     } else if (key == "order") {
       l.order = parse_rank_order(value);
+    } else if (key == "sp") {
+      if (value != "0" && value != "1" && value != "true" && value != "false")
+        fail("--layout sp={}: expected 0 or 1 (sequence parallelism off or on)", value);
+      l.sequence_parallel = value == "1" || value == "true";
     } else {
-      fail("--layout: unknown key '{}', expected dp, ep, tp, pp, mb, mbs, schedule, v, recompute, zero or order", key);
+      fail("--layout: unknown key '{}', expected dp, ep, tp, pp, mb, mbs, schedule, v, recompute, zero, order or sp",
+           key);
     }
   }
   return finish_layout(l, mb, mbs, have_v, global_batch, devices, kFlagNames);
@@ -214,6 +222,7 @@ Layout layout_from_parallel_config(const ParallelConfig& p, int64_t global_batch
   l.schedule = p.pipeline_schedule;
   l.recompute = p.recompute;
   l.zero_stage = p.zero_stage;
+  l.sequence_parallel = p.sequence_parallel;
   l.order = parse_rank_order(p.rank_order);
   const bool interleaved = p.pipeline_schedule == PipelineSchedule::kInterleaved;
   if (interleaved || p.virtual_pipeline != 1) l.virtual_stages = p.virtual_pipeline;
@@ -233,6 +242,7 @@ ParallelConfig layout_to_parallel_config(const Layout& l, const ParallelConfig& 
   p.pipeline_schedule = l.schedule;
   p.virtual_pipeline = l.virtual_stages;
   p.rank_order = rank_order_string(l.order);
+  p.sequence_parallel = l.sequence_parallel;
   p.device_list.clear();
   p.stage_layers.clear();
   return p;

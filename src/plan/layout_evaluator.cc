@@ -74,6 +74,8 @@ std::string layout_problem(const PlanContext& ctx, const Layout& l) {
   } else if (l.virtual_stages != 1) {
     return "virtual stages need the interleaved schedule";
   }
+  if (l.sequence_parallel && ctx.setup.seq_length % l.tp != 0)
+    return fmt::format("sequence parallelism needs tp {} to divide seq_length {}", l.tp, ctx.setup.seq_length);
   const int64_t batch = int64_t{l.data_replicas()} * l.micro_batch_size * l.micro_batch_num;
   if (batch != ctx.setup.global_batch)
     return fmt::format("dp {} x ep {} x mbs {} x mb {} = {} sequences, but the global batch is {}", l.dp, l.ep,
@@ -104,6 +106,14 @@ MemoryBreakdown LayoutEvaluator::memory(const Layout& layout) {
   return peak;
 }
 
+std::vector<MemoryBreakdown> LayoutEvaluator::stage_memories(const Layout& layout) {
+  fill_stage_params(layout);
+  std::vector<MemoryBreakdown> out;
+  for (int s = 0; s < layout.pp; ++s)
+    out.push_back(stage_memory(ctx_.model, ctx_.setup, layout, ctx_.cluster, s, stage_params_[s]));
+  return out;
+}
+
 TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place) {
   const ModelConfig& m = ctx_.model;
   const TrainingSetup& setup = ctx_.setup;
@@ -117,14 +127,30 @@ TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place) {
   const LayerCompute moe = m.is_moe() ? layer_compute(m, setup, l, c, true) : LayerCompute{};
   const PassCompute head = head_compute(m, setup, l, c);
 
-  // Collectives of one micro-batch.
-  const double tp_ar = collective_seconds(c, Collective::kAllReduce, place.tp, tokens * d * a);
+  // Collectives of one micro-batch. Under sequence parallelism every TP all-reduce becomes a
+  // reduce-scatter along the sequence and an all-gather (the embedding: reduce-scatter forward,
+  // all-gather backward; the head: all-gather forward, reduce-scatter backward): the same bytes.
+  // The gathered norm outputs that backward needs again are re-gathered behind the weight-gradient
+  // GEMMs as Megatron does (asynchronously), so they are not counted as exposed; nor are the per-step
+  // norm-weight gradient all-reduces over TP (a few kB).
+  const double tp_ar = l.sequence_parallel
+                           ? collective_seconds(c, Collective::kReduceScatter, place.tp, tokens * d * a) +
+                                 collective_seconds(c, Collective::kAllGather, place.tp, tokens * d * a)
+                           : collective_seconds(c, Collective::kAllReduce, place.tp, tokens * d * a);
   const double tp_small = collective_seconds(c, Collective::kAllReduce, place.tp, tokens * 4);
   // The all-to-all ends when the busiest device has sent and received its rows.
   const double a2a =
       m.is_moe() ? collective_seconds(c, Collective::kAllToAll, place.ep, device_routed_rows(m, setup, l, tokens) * d * a)
                  : 0;
-  const double p2p = l.pp > 1 ? collective_seconds(c, Collective::kSendRecv, place.pp_hop, tokens * d * a) : 0;
+  // Stage-to-stage messages as Megatron sends them with TP: each TP rank sends its 1/t share over its
+  // own NIC; without sequence parallelism the receiving TP group all-gathers the shares over its
+  // links (the scatter/gather optimisation of Narayanan et al. 2021), with it the shard is what the
+  // next stage's ranks work on.
+  double p2p = 0;
+  if (l.pp > 1) {
+    p2p = collective_seconds(c, Collective::kSendRecv, place.pp_hop, tokens * d * a / l.tp);
+    if (l.tp > 1 && !l.sequence_parallel) p2p += collective_seconds(c, Collective::kAllGather, place.tp, tokens * d * a);
+  }
   // Replica slots: their weights come from the homes in forward and their gradients go back in
   // backward, one all_to_all_v each per MoE layer and micro-batch (counted with the dispatch).
   const double replica_move =

@@ -84,6 +84,8 @@ class LayoutEvaluator {
 
   // Peak memory over the stages (the first pruning step of a search). Layout must be valid.
   MemoryBreakdown memory(const Layout& layout);
+  // Memory of one device of every pipeline stage, in stage order (memory() is their largest).
+  std::vector<MemoryBreakdown> stage_memories(const Layout& layout);
   // Full evaluation. Layout must be valid (layout_problem empty).
   Evaluation evaluate(const Layout& layout);
   // Time for `layout` given its memory: the last memory() call must have been for a layout with

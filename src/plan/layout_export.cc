@@ -108,8 +108,8 @@ std::string export_mindformers(const PlanContext& ctx, const Layout& l) {
   out += fmt::format("  pipeline_stage: {}\n", l.pp);
   out += fmt::format("  expert_parallel: {}\n", l.ep);
   out += fmt::format("  micro_batch_num: {}\n", l.pp > 1 ? l.micro_batch_num : 1);
-  // moe4d has no sequence parallelism yet; the layout it planned keeps full sequences outside TP.
-  out += "  use_seq_parallel: False\n";
+  // Sequence parallelism as the plan evaluated it (MindFormers shards over model_parallel, so only with TP).
+  out += fmt::format("  use_seq_parallel: {}\n", py_bool(l.sequence_parallel && l.tp > 1));
   out += "  vocab_emb_dp: False\n";
   // MindFormers counts buckets; size-based bucketing has no MindFormers key, so the count it gives here.
   {
@@ -151,7 +151,9 @@ std::string export_mindformers(const PlanContext& ctx, const Layout& l) {
 std::string export_megatron(const PlanContext& ctx, const Layout& l) {
   const ModelConfig& m = ctx.model;
   const bool fsdp = l.zero_stage >= 3;
-  const bool sequence_parallel = m.is_moe() && l.tp > 1;
+  // The plan's choice, and always for MoE with TP: Megatron-Core refuses MoE with TP > 1 without it.
+  const bool required = m.is_moe() && l.tp > 1;
+  const bool sequence_parallel = l.tp > 1 && (l.sequence_parallel || required);
   std::string out = fmt::format("# Megatron-LM arguments for {} ({} devices), exported by `moe4d plan`.\n",
                                 layout_to_string(l), l.world());
   out += fmt::format("# Megatron derives data parallelism from the world size: DP = {} / (TP {} x PP {}) = {} (EP {} inside it).\n",
@@ -160,9 +162,12 @@ std::string export_megatron(const PlanContext& ctx, const Layout& l) {
     out += fmt::format("# Rank order {} cannot be expressed: Megatron-LM fixes tp-cp-ep-dp-pp.\n", rank_order_string(l.order));
   if (l.schedule == PipelineSchedule::kGPipe && l.pp > 1)
     out += "# Megatron-LM has no GPipe schedule; it runs this layout with 1F1B.\n";
-  if (sequence_parallel)
-    out += "# --sequence-parallel: Megatron-Core refuses MoE with TP > 1 without it (MoELayer.forward raises). moe4d\n"
-           "# itself does not run sequence parallelism yet: the plan's activation memory is for the layout without it.\n";
+  if (required && !l.sequence_parallel)
+    out += "# --sequence-parallel: Megatron-Core refuses MoE with TP > 1 without it (MoELayer.forward raises). This\n"
+           "# layout was planned without it: Megatron's activation memory is below the plan's (sp=1 plans it with).\n";
+  else if (sequence_parallel)
+    out += "# --sequence-parallel: the layout was planned with sequence parallelism (moe4d runs it too:\n"
+           "# parallel_config.sequence_parallel).\n";
   if (l.zero_stage == 1 || l.zero_stage == 2)
     out += fmt::format("# ZeRO-{}: Megatron's distributed optimizer shards the optimizer state and reduce-scatters the gradients.\n",
                        l.zero_stage);

@@ -36,15 +36,18 @@ LayerActivations layer_activations(const ModelConfig& m, const TrainingSetup& se
   const double t = layout.tp;
   const double a = setup.compute_bytes();
   const double f32 = 4;
+  // Sequence parallelism keeps the tensors outside the TP regions (residual stream, norms and their
+  // outputs) as 1/t sequence shards; the norm outputs' gathered copies live only in the workspace.
+  const double shard = layout.sequence_parallel ? t : 1;
   LayerActivations out;
   out.probs = b * (m.num_heads / t) * s * s * a;
-  double attention = tokens * d * a                      // layer input
-                     + tokens * f32 + tokens * d * a     // norm rstd + normed input
-                     + tokens * m.qkv_width() / t * a    // qkv (h + 2 kvh heads)
-                     + out.probs                         // softmax probabilities
-                     + tokens * d / t * a                // attention output before W_o
-                     + tokens * d * a                    // residual after attention
-                     + tokens * f32 + tokens * d * a;    // second norm rstd + normed
+  double attention = tokens * d * a / shard                      // layer input
+                     + (tokens * f32 + tokens * d * a) / shard   // norm rstd + normed input
+                     + tokens * m.qkv_width() / t * a            // qkv (h + 2 kvh heads)
+                     + out.probs                                 // softmax probabilities
+                     + tokens * d / t * a                        // attention output before W_o
+                     + tokens * d * a / shard                    // residual after attention
+                     + (tokens * f32 + tokens * d * a) / shard;  // second norm rstd + normed
   double ffn = 0;
   if (moe_layer) {
     const double e = m.moe.num_experts;
@@ -65,7 +68,7 @@ LayerActivations layer_activations(const ModelConfig& m, const TrainingSetup& se
   switch (layout.recompute) {
     case RecomputeGranularity::kNone: out.saved = out.full; break;
     case RecomputeGranularity::kSelective: out.saved = out.full - out.probs - out.gated; break;
-    case RecomputeGranularity::kFull: out.saved = tokens * d * a; break;
+    case RecomputeGranularity::kFull: out.saved = tokens * d * a / shard; break;
   }
   return out;
 }
@@ -74,7 +77,8 @@ double head_activation_bytes(const ModelConfig& m, const TrainingSetup& setup, c
   const double tokens = static_cast<double>(layout.micro_batch_size) * setup.seq_length;
   const double d = m.hidden_size;
   const double a = setup.compute_bytes();
-  return 2 * tokens * d * a + tokens * 4 + tokens * (m.vocab_size / static_cast<double>(layout.tp)) * 4;
+  const double shard = layout.sequence_parallel ? layout.tp : 1;  // the final norm runs on the sequence shard
+  return (2 * tokens * d * a + tokens * 4) / shard + tokens * (m.vocab_size / static_cast<double>(layout.tp)) * 4;
 }
 
 MemoryBreakdown stage_memory(const ModelConfig& m, const TrainingSetup& setup, const Layout& layout,
@@ -142,7 +146,8 @@ MemoryBreakdown stage_memory(const ModelConfig& m, const TrainingSetup& setup, c
 
   const double tokens = static_cast<double>(layout.micro_batch_size) * setup.seq_length;
   const double a = setup.compute_bytes();
-  if (layout.pp > 1) mem.comm_buffers += 2 * tokens * m.hidden_size * a;
+  // Stage-to-stage messages: the sequence shard under sequence parallelism.
+  if (layout.pp > 1) mem.comm_buffers += 2 * tokens * m.hidden_size * a / (layout.sequence_parallel ? layout.tp : 1);
   if (layout.ep > 1 && params.moe_layers > 0)
     mem.comm_buffers += 2 * device_routed_rows(m, setup, layout, tokens) * m.hidden_size * a;
   // Replica slots: fp32 weights and a gradient buffer per MoE layer, no optimizer state.

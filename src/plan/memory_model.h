@@ -19,6 +19,16 @@
 //    Selective recompute drops probs and gated products; full recompute keeps only the layer input.
 //    Head (last stage): final norm input and output [T,d], logits [T,V/t] in fp32.
 //    Times the micro-batches in flight of the schedule (plan/schedule_model.h).
+//    Sequence parallelism (Korthikanti et al. 2022) divides the tensors outside the TP regions by t:
+//    the layer input, both norms' rstd and outputs, the residual, the final norm's input and
+//    output, the full-recompute checkpoint and the PP messages. The MoE router's tensors stay [T, E]
+//    (moe4d routes the gathered sequence on every TP rank, model/moe_block.cc). Per dense layer
+//    with a-byte activations, SwiGLU width f, MHA, no dropout, this is, in the paper's terms,
+//      without SP:  sbh (4 + 4/t + 3f/(ht)) a + a b n s^2 / t + 8 sb
+//      with SP:     sbh/t (8 + 3f/h) a      + a b n s^2 / t + 8 sb / t
+//    (n heads, qkv 3h wide). For bf16 and f = 8h/3 the SP form is sbh/t (32 + 2 n s / h) + 8 sb/t: the
+//    paper's sbh/t (34 + 5 n s / h) without dropout (its 5 counts the softmax output, the dropout mask
+//    and the dropout output; its 34 a GeLU input and two dropout masks, here SwiGLU's two inputs).
 //  * workspace: the backward of one layer materialises gradients as large as that layer's full
 //    activations; full recompute adds the rematerialised layer, selective its probs and gated.
 //  * communication buffers: PP send + receive [T,d]; EP dispatch/combine staging 2 [R,d]; ZeRO 0/1

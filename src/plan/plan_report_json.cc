@@ -21,6 +21,7 @@ nlohmann::json layout_json(const Layout& l) {
           {"virtual_stages", l.virtual_stages},
           {"recompute", recompute_name(l.recompute)},
           {"zero_stage", l.zero_stage},
+          {"sequence_parallel", l.sequence_parallel},
           {"rank_order", rank_order_string(l.order)},
           {"string", layout_to_string(l)}};
 }

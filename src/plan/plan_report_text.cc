@@ -160,6 +160,20 @@ std::string format_explain(const PlanContext& ctx, const Evaluation& e) {
   mem_row("backward workspace", m.workspace, "one layer's gradients (+ its recompute)");
   mem_row("communication buffers", m.comm_buffers, "");
   mem_row("reserve", m.reserve, fmt::format("{:.0f}% of the device", 100 * ctx.cluster.memory_reserve_fraction));
+  if (l.pp > 1) {
+    // The busiest stage decides the fit; the mean says how unevenly the stages are loaded.
+    LayoutEvaluator evaluator(ctx);
+    const std::vector<MemoryBreakdown> stages = evaluator.stage_memories(l);
+    double total = 0, activations = 0;
+    for (const MemoryBreakdown& s : stages) {
+      total += s.total();
+      activations += s.activations;
+    }
+    const double n = static_cast<double>(stages.size());
+    out += fmt::format("  mean over the {} stages: {} GiB (activations {} GiB); busiest stage {}: {} GiB (activations {} GiB)\n",
+                       stages.size(), format_gib(total / n), format_gib(activations / n), m.stage,
+                       format_gib(m.total()), format_gib(m.activations));
+  }
 
   if (t.step > 0) {
     out += fmt::format("\nstep time {:.3f} s: {:.0f} tokens/s, MFU {:.1f}%, critical stage {}\n", t.step,

@@ -122,37 +122,41 @@ SearchResult search_layouts(const PlanContext& ctx, const SearchSpace& space, in
               layout.micro_batch_num = m;
               layout.schedule = schedule;
               layout.virtual_stages = v;
-              for (RecomputeGranularity recompute : space.recompute) {
-                for (int zero : space.zero_stages) {
-                  // With a single data replica there is nothing to shard: every stage equals ZeRO-0.
-                  if (zero > 0 && has_zero0 && base.data_replicas() == 1) continue;
-                  layout.recompute = recompute;
-                  layout.zero_stage = zero;
-                  ++result.candidates;
-                  const MemoryBreakdown mem = evaluator.memory(layout);
-                  if (mem.total() > limit) {
-                    if (mem.total() < least_need) {
-                      least_need = mem.total();
-                      least_layout = layout;
+              for (const bool sp : space.sequence_parallel) {
+                if (sp && (tp == 1 || ctx.setup.seq_length % tp != 0)) continue;
+                layout.sequence_parallel = sp;
+                for (RecomputeGranularity recompute : space.recompute) {
+                  for (int zero : space.zero_stages) {
+                    // With a single data replica there is nothing to shard: every stage equals ZeRO-0.
+                    if (zero > 0 && has_zero0 && base.data_replicas() == 1) continue;
+                    layout.recompute = recompute;
+                    layout.zero_stage = zero;
+                    ++result.candidates;
+                    const MemoryBreakdown mem = evaluator.memory(layout);
+                    if (mem.total() > limit) {
+                      if (mem.total() < least_need) {
+                        least_need = mem.total();
+                        least_layout = layout;
+                      }
+                      continue;
                     }
-                    continue;
-                  }
-                  ++result.admitted;
-                  any_fit = true;
-                  for (const auto& [order, placement] : placements) {
-                    layout.order = order;
-                    const Evaluation e = evaluator.evaluate_with_memory(layout, mem);
-                    ++result.timed;
-                    if (static_cast<int>(heap.size()) < top_n) {
-                      heap.push_back(e);
-                      std::push_heap(heap.begin(), heap.end(), faster);
-                    } else if (top_n > 0 && faster(e, heap.front())) {
-                      std::pop_heap(heap.begin(), heap.end(), faster);
-                      heap.back() = e;
-                      std::push_heap(heap.begin(), heap.end(), faster);
+                    ++result.admitted;
+                    any_fit = true;
+                    for (const auto& [order, placement] : placements) {
+                      layout.order = order;
+                      const Evaluation e = evaluator.evaluate_with_memory(layout, mem);
+                      ++result.timed;
+                      if (static_cast<int>(heap.size()) < top_n) {
+                        heap.push_back(e);
+                        std::push_heap(heap.begin(), heap.end(), faster);
+                      } else if (top_n > 0 && faster(e, heap.front())) {
+                        std::pop_heap(heap.begin(), heap.end(), faster);
+                        heap.back() = e;
+                        std::push_heap(heap.begin(), heap.end(), faster);
+                      }
                     }
+                    layout.order = kDefaultRankOrder;
                   }
-                  layout.order = kDefaultRankOrder;
                 }
               }
             }
@@ -163,10 +167,11 @@ SearchResult search_layouts(const PlanContext& ctx, const SearchSpace& space, in
           if (least_need == std::numeric_limits<double>::infinity()) {
             why = "no micro-batching of the global batch suits the searched schedules";
           } else {
-            why = fmt::format("needs {} GiB of {} GiB (least memory: zero {}, recompute {}, mbs {}, {})",
+            why = fmt::format("needs {} GiB of {} GiB (least memory: zero {}, recompute {}, mbs {}, {}{})",
                               format_gib(least_need), format_gib(limit), least_layout.zero_stage,
                               recompute_name(least_layout.recompute), least_layout.micro_batch_size,
-                              schedule_name(least_layout.schedule));
+                              schedule_name(least_layout.schedule),
+                              least_layout.sequence_parallel ? ", sequence parallel" : "");
           }
           result.rejected.push_back({dp, ep, tp, pp, why});
         }

@@ -1,6 +1,6 @@
 // plan/search.h — the layout search: every DP x EP x TP x PP factorisation of the device count x
 // micro-batch size x schedule (GPipe, 1F1B, interleaved with v chunks) x recompute x ZeRO stage x
-// rank order, pruned by divisibility, placement and memory, ranked by predicted step time.
+// sequence parallelism (with TP) x rank order, pruned by divisibility, placement and memory, ranked by predicted step time.
 //
 // Pruning, cheapest first: a factorisation that breaks a divisibility rule (heads, ffn, vocab % tp;
 // experts % ep; layers % pp; global batch % dp*ep) or puts TP groups across nodes in every rank
@@ -27,6 +27,8 @@ struct SearchSpace {
   std::vector<RecomputeGranularity> recompute = {RecomputeGranularity::kNone, RecomputeGranularity::kSelective,
                                                  RecomputeGranularity::kFull};
   std::vector<int> zero_stages = {0, 1, 2, 3};
+  // Sequence parallelism off / on, tried with TP > 1 when tp divides seq_length.
+  std::vector<bool> sequence_parallel = {false, true};
   int max_micro_batch_size = 16;
   bool search_rank_orders = true;     // false: only tp-ep-dp-pp
   bool allow_tp_across_nodes = false;

@@ -55,7 +55,9 @@ StepExecutor::StepExecutor(const Config& config, ParallelContext& pc, Transforme
       stage_(pc.coord.pp),
       stages_(pc.pp_size()),
       chunks_(model.num_chunks()),
-      width_(size_t(micro_batch_size) * config.model.seq_length * config.model.hidden_size) {
+      // Stage-to-stage messages carry the residual stream: 1/tp of it per rank under sequence parallelism.
+      width_(size_t(micro_batch_size) * config.model.seq_length * config.model.hidden_size /
+             (config.parallel.sequence_parallel ? pc.tp_size() : 1)) {
   const ParallelConfig& par = config.parallel;
   check_pipeline_micro_batches(par);
   if (2 * chunks_ * kTagSlots > kMpiMinTagUpperBound)
@@ -149,6 +151,7 @@ double StepExecutor::forward(const PipelineAction& a, const float* input, const 
   BlockContext ctx{pc_,         params_,    config_.model,  model_.rope(), slot.state.arena, scratch_,
                    micro_batch_size_, config_.model.seq_length, pass.grad_scale, pass.recompute, pass.stats};
   ctx.numerics = numerics_;
+  ctx.sequence_parallel = config_.parallel.sequence_parallel;
   HeadOutput head;
   slot.state.arena.reset_peak();
   model_.forward(a.chunk, slot.tokens.data(), slot.targets.data(), input, slot.state, ctx, &head);
@@ -179,6 +182,7 @@ void StepExecutor::backward(const PipelineAction& a, const float* dx_out, const 
   BlockContext ctx{pc_,         params_,    config_.model,  model_.rope(), slot.state.arena, scratch_,
                    micro_batch_size_, config_.model.seq_length, pass.grad_scale, pass.recompute, pass.stats};
   ctx.numerics = numerics_;
+  ctx.sequence_parallel = config_.parallel.sequence_parallel;
   GradSync* sync = pass.sync;
   GradReadyFn on_ready;
   if (last_of_chunk) on_ready = [sync](int layer) { sync->on_layer_ready(layer); };

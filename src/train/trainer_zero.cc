@@ -141,6 +141,7 @@ nlohmann::json Trainer::memory_record() {
   for (ParamGroup g : {ParamGroup::kDense, ParamGroup::kExpert})
     bucket_elements[g == ParamGroup::kDense ? "dense" : "expert"] = zero_layout_->bucket_elements(g);
   return {{"zero_stage", config_.parallel.zero_stage},
+          {"sequence_parallel", config_.parallel.sequence_parallel},
           {"peak_params_bytes", most[0]},
           {"peak_grads_bytes", most[1]},
           {"peak_optimizer_bytes", most[2]},

@@ -293,6 +293,11 @@ TEST(ConfigLoader, MindFormersAliases) {
   EXPECT_EQ(c.parallel.recompute, RecomputeGranularity::kFull);
   c = parse_config(base + "  recompute:\n    granularity: full\n", "alias.yaml");
   EXPECT_EQ(c.parallel.recompute, RecomputeGranularity::kFull);
+  EXPECT_FALSE(c.parallel.sequence_parallel);
+  c = parse_config(base + "  use_seq_parallel: true\n", "alias.yaml");
+  EXPECT_TRUE(c.parallel.sequence_parallel);
+  c = parse_config(base + "  sequence_parallel: true\n", "alias.yaml");
+  EXPECT_TRUE(c.parallel.sequence_parallel);
 }
 
 TEST(ConfigLoader, LoadsFileAndNamesItInErrors) {
@@ -426,6 +431,11 @@ TEST(ConfigErrors, KeyAndAliasTogether) {
   EXPECT_EQ(error_of(std::string(kMinimal) + "parallel_config:\n  tensor_parallel: 2\n  model_parallel: 2\n"),
             "demo.yaml:15: parallel_config.model_parallel: given together with tensor_parallel (line 14), expected "
             "only one of tensor_parallel, model_parallel");
+  EXPECT_EQ(error_of(std::string(kMinimal) + "parallel_config:\n  sequence_parallel: true\n  use_seq_parallel: true\n"),
+            "demo.yaml:15: parallel_config.use_seq_parallel: given together with sequence_parallel (line 14), expected "
+            "only one of sequence_parallel, use_seq_parallel");
+  EXPECT_EQ(error_of(std::string(kMinimal) + "parallel_config: {sequence_parallel: 2}\n"),
+            "demo.yaml:13: parallel_config.sequence_parallel: expected true or false, got '2'");
   EXPECT_EQ(error_of(std::string(kMinimal) + "parallel_config:\n  pipeline_stage: 2\n  pipeline_parallel: 2\n"),
             "demo.yaml:14: parallel_config.pipeline_stage: given together with pipeline_parallel (line 15), expected "
             "only one of pipeline_parallel, pipeline_stage");

@@ -98,6 +98,20 @@ TEST(LayoutCheck, TensorParallelDivisibility) {
   EXPECT_TRUE(starts_with(vocab, "vocab_size 1000 is not divisible by tensor_parallel 3")) << vocab;
 }
 
+// Sequence parallelism gives every TP rank an equal slice of each sequence.
+TEST(LayoutCheck, SequenceParallelNeedsSeqLengthDivisibleByTensorParallel) {
+  ModelConfig m = moe_model();
+  m.seq_length = 30;
+  ParallelConfig p = layout(1, 1, 4, 1);
+  EXPECT_EQ(error_of(m, p, 4, 4), "(no error)");  // without sequence parallelism the sequence is not split
+  p.sequence_parallel = true;
+  EXPECT_EQ(error_of(m, p, 4, 4),
+            "sequence_parallel needs seq_length divisible by tensor_parallel, but seq_length 30 is not divisible by "
+            "tensor_parallel 4; use a seq_length that is a multiple of 4, or sequence_parallel: false");
+  m.seq_length = 32;
+  EXPECT_EQ(error_of(m, p, 4, 4), "(no error)");
+}
+
 // Grouped-query attention puts whole KV heads on each TP rank; routed and shared expert widths are
 // split like the dense FFN.
 TEST(LayoutCheck, ModelOptionDivisibility) {

@@ -118,8 +118,8 @@ void expect_mindformers_accepts(const PlanContext& ctx, const Layout& l, const s
     EXPECT_EQ(gas, 1);
     EXPECT_EQ(int64_t{batch} * dp * mbn, ctx.setup.global_batch);
   }
-  // moe4d does not run sequence parallelism, so the export keeps it off.
-  EXPECT_FALSE(pc["use_seq_parallel"].as<bool>());
+  // Sequence parallelism as planned (only with TP: MindFormers shards the sequence over model_parallel).
+  EXPECT_EQ(pc["use_seq_parallel"].as<bool>(), l.sequence_parallel && l.tp > 1);
   // Recompute: full is `recompute`, selective `select_recompute`, never both.
   EXPECT_EQ(doc["recompute_config"]["recompute"].as<bool>(), l.recompute == RecomputeGranularity::kFull);
   EXPECT_EQ(doc["recompute_config"]["select_recompute"].as<bool>(), l.recompute == RecomputeGranularity::kSelective);
@@ -180,7 +180,8 @@ TEST(Export, MindFormersAcceptsPipelinesZeroStagesAndDenseModels) {
   const PlanContext ctx = articles_context();
   for (const std::string& text :
        {std::string("dp=2,ep=8,pp=4,mb=8,schedule=interleaved,v=2,zero=1,recompute=selective"),
-        std::string("dp=1,ep=8,tp=2,pp=4,mb=32,zero=2"), std::string("dp=2,ep=8,tp=4,pp=1,mb=16,zero=3")}) {
+        std::string("dp=1,ep=8,tp=2,pp=4,mb=32,zero=2"), std::string("dp=2,ep=8,tp=4,pp=1,mb=16,zero=3"),
+        std::string("dp=2,ep=8,tp=4,pp=1,mb=16,zero=1,recompute=selective,sp=1")}) {
     expect_mindformers_accepts(ctx, parse_layout(text, ctx.setup.global_batch, 64), text);
   }
   PlanContext dense = ctx;

@@ -1,6 +1,7 @@
 // tests/plan/formulas_test.cc — every planner formula against values computed by hand.
 #include <gtest/gtest.h>
 
+#include "plan/bottleneck.h"
 #include "plan/comm_model.h"
 #include "plan/compute_model.h"
 #include "plan/layout_evaluator.h"
@@ -153,6 +154,55 @@ TEST(Memory, LayerActivationsByHand) {
   l.recompute = RecomputeGranularity::kNone;
   EXPECT_DOUBLE_EQ(layer_activations(m, half, l, false).full, 128 + 32 + 128 + 192 + 64 + 64 + 128 + 32 + 128 + 384);
   EXPECT_DOUBLE_EQ(head_activation_bytes(m, s, l), 2 * 8 * 8 * 4 + 8 * 4 + 8 * 16 * 4);
+}
+
+// Sequence parallelism halves (tp 2) the tensors outside the TP regions: layer input, both norms'
+// rstd and outputs, the residual; the full-recompute checkpoint; the final norm's input and output.
+TEST(Memory, SequenceParallelShardsTheTensorsOutsideTensorParallelRegions) {
+  const ModelConfig m = tiny_moe();
+  const TrainingSetup s = tiny_setup();
+  Layout l = make_layout(1, 1, 2, 1, 2, 1);  // T 8, d 8, tp 2
+  const LayerActivations dense = layer_activations(m, s, l, false);
+  const LayerActivations moe = layer_activations(m, s, l, true);
+  const double head = head_activation_bytes(m, s, l);
+  l.sequence_parallel = true;
+  // x 256 + rstd 32 + normed 256 + residual 256 + rstd 32 + normed 256 = 1088, halved.
+  EXPECT_DOUBLE_EQ(layer_activations(m, s, l, false).full, dense.full - 1088 / 2);
+  EXPECT_DOUBLE_EQ(layer_activations(m, s, l, true).full, moe.full - 1088 / 2);
+  EXPECT_DOUBLE_EQ(layer_activations(m, s, l, false).probs, dense.probs);  // inside the TP region
+  // Final norm input and output 2 * 256 + rstd 32, halved; the vocab-parallel logits unchanged.
+  EXPECT_DOUBLE_EQ(head_activation_bytes(m, s, l), head - (2 * 256 + 32) / 2);
+  l.recompute = RecomputeGranularity::kFull;
+  EXPECT_DOUBLE_EQ(layer_activations(m, s, l, true).saved, 8 * 8 * 4 / 2);
+  // PP messages are the shard: send + receive 2 * T * d * 4 / 2.
+  Layout piped = make_layout(1, 1, 2, 2, 2, 4);
+  const ClusterSpec c = flat_cluster(1, 4);
+  const double full_msgs = stage_memory(m, s, piped, c, 0, stage_params(m, piped, 0)).comm_buffers;
+  piped.sequence_parallel = true;
+  EXPECT_DOUBLE_EQ(stage_memory(m, s, piped, c, 0, stage_params(m, piped, 0)).comm_buffers, full_msgs - 256);
+}
+
+// The time model: TP all-reduces become reduce-scatter + all-gather of the same buffer; PP sends go
+// as one 1/t share per TP rank, gathered over the TP group's links unless sequence parallel.
+TEST(Step, SequenceParallelCollectivesAndPipelineSends) {
+  PlanContext ctx{"tiny", tiny_moe(), tiny_setup(8), flat_cluster(1, 4)};
+  Layout l = make_layout(1, 1, 2, 2, 1, 8);
+  LayoutEvaluator evaluator(ctx);
+  const Evaluation without = evaluator.evaluate(l);
+  l.sequence_parallel = true;
+  const Evaluation with = evaluator.evaluate(l);
+  const Placement& place = without.placement;
+  const double bytes = double(ctx.setup.seq_length) * ctx.model.hidden_size * 4;  // one sequence, fp32
+  const double send = collective_seconds(ctx.cluster, Collective::kSendRecv, place.pp_hop, bytes / 2);
+  const double gather = collective_seconds(ctx.cluster, Collective::kAllGather, place.tp, bytes);
+  EXPECT_NEAR(without.time.pp_comm, 8 * 2 * (send + gather), 1e-15);
+  EXPECT_NEAR(with.time.pp_comm, 8 * 2 * send, 1e-15);
+  const double ar = collective_seconds(ctx.cluster, Collective::kAllReduce, place.tp, bytes);
+  const double rs_ag = collective_seconds(ctx.cluster, Collective::kReduceScatter, place.tp, bytes) +
+                       collective_seconds(ctx.cluster, Collective::kAllGather, place.tp, bytes);
+  ASSERT_GT(ar, 0);
+  EXPECT_NEAR(with.time.tp_comm / without.time.tp_comm, rs_ag / ar, 1e-9);
+  EXPECT_LT(with.memory.activations, without.memory.activations);
 }
 
 TEST(Memory, StageMemoryByHandForEachZeroStage) {
@@ -408,6 +458,38 @@ TEST(Step, DataParallelReductionWithoutOverlapIsFullyExposed) {
   EXPECT_LT(overlapped.evaluate(l).time.dp_comm, expected);
   EXPECT_NEAR(overlapped.evaluate(l).time.dp_comm,
               expected / 4 + std::max(0.0, expected * 3 / 4 - overlapped.evaluate(l).time.compute / 2 * 2 / 3), 1e-15);
+}
+
+// The recompute advice is checked against the memory model before it is printed: it names the
+// lighter setting that fits, or says that none does.
+TEST(Bottleneck, RecomputeAdviceNamesOnlyWhatFits) {
+  PlanContext ctx{"tiny", tiny_moe(), tiny_setup(8), flat_cluster(1, 1)};
+  Layout l = make_layout(1, 1, 1, 1, 2, 4);
+  auto bytes = [&](RecomputeGranularity r) {
+    Layout c = l;
+    c.recompute = r;
+    return LayoutEvaluator(ctx).memory(c).total();
+  };
+  const double none = bytes(RecomputeGranularity::kNone), selective = bytes(RecomputeGranularity::kSelective);
+  const double full = bytes(RecomputeGranularity::kFull);
+  ASSERT_LT(full, selective);
+  ASSERT_LT(selective, none);
+  l.recompute = RecomputeGranularity::kFull;
+  auto advice = [&](double limit) {
+    ctx.cluster.device.memory_bytes = limit;
+    LayoutEvaluator evaluator(ctx);
+    const Evaluation e = evaluator.evaluate(l);
+    EXPECT_TRUE(e.fits);
+    EXPECT_GE(e.time.recompute / e.time.step, 0.15);
+    return describe_bottleneck(ctx, e);
+  };
+  std::string why = advice(2 * none);
+  EXPECT_EQ(why.rfind("recompute is ", 0), 0u) << why;
+  EXPECT_NE(why.find("recompute none fits"), std::string::npos) << why;
+  why = advice((selective + none) / 2);
+  EXPECT_NE(why.find("recompute selective fits"), std::string::npos) << why;
+  why = advice((full + selective) / 2);
+  EXPECT_NE(why.find("lighter recompute does not fit (recompute selective needs"), std::string::npos) << why;
 }
 
 }  // namespace

@@ -45,14 +45,30 @@ TEST(Layout, StringRoundTrip) {
   EXPECT_EQ(layout_to_string(l), "dp=2,ep=1,tp=1,pp=2,mbs=4,mb=8,schedule=interleaved,v=4,recompute=selective,zero=2,order=tp-dp-ep-pp");
 }
 
+TEST(Layout, SequenceParallelRoundTrips) {
+  Layout l = parse_layout("tp=4,dp=2,sp=1", 16, 8);
+  EXPECT_TRUE(l.sequence_parallel);
+  EXPECT_EQ(layout_to_string(l), "dp=2,ep=1,tp=4,pp=1,mbs=1,mb=8,schedule=1f1b,recompute=none,zero=0,order=tp-ep-dp-pp,sp=1");
+  EXPECT_EQ(layout_dims_string(l), "dp2 ep1 tp4 pp1 sp");
+  EXPECT_TRUE(parse_layout(layout_to_string(l), 16, 8).sequence_parallel);
+  EXPECT_FALSE(parse_layout("tp=4,dp=2,sp=0", 16, 8).sequence_parallel);
+  ParallelConfig p;
+  p.tensor_parallel = 4;
+  p.sequence_parallel = true;
+  EXPECT_TRUE(layout_from_parallel_config(p, 4, 4).sequence_parallel);
+  EXPECT_TRUE(layout_to_parallel_config(l, ParallelConfig{}).sequence_parallel);
+}
+
 TEST(Layout, RefusesAMismatchWithTheArticlesMessage) {
   EXPECT_EQ(error_of([] { parse_layout("dp=4,tp=4,pp=3", 256, 64); }),
             "parallel size mismatch: dp 4 x ep 1 x tp 4 x pp 3 = 48, but 64 devices are available");
 }
 
 TEST(Layout, RefusesBadKeysAndValues) {
+  EXPECT_EQ(error_of([] { parse_layout("dp=2,cp=2", 8, 4); }),
+            "--layout: unknown key 'cp', expected dp, ep, tp, pp, mb, mbs, schedule, v, recompute, zero, order or sp");
   EXPECT_EQ(error_of([] { parse_layout("dp=2,sp=2", 8, 4); }),
-            "--layout: unknown key 'sp', expected dp, ep, tp, pp, mb, mbs, schedule, v, recompute, zero or order");
+            "--layout sp=2: expected 0 or 1 (sequence parallelism off or on)");
   EXPECT_EQ(error_of([] { parse_layout("dp=two", 8, 2); }), "--layout dp=two: expected a positive integer");
   EXPECT_EQ(error_of([] { parse_layout("dp=2,zero=4", 8, 2); }), "--layout zero=4: expected 0, 1, 2 or 3");
   EXPECT_EQ(error_of([] { parse_layout("dp=2,schedule=zb", 8, 2); }),

@@ -169,7 +169,12 @@ TEST(MegatronExport, DenseTensorParallel) {
   EXPECT_EQ(r.env.at("CUDA_DEVICE_MAX_CONNECTIONS"), "1");
   EXPECT_FALSE(r.flags.count("--num-experts"));
   EXPECT_FALSE(r.flags.count("--expert-model-parallel-size"));
-  EXPECT_FALSE(r.flags.count("--sequence-parallel"));  // optional for dense; moe4d does not run it
+  EXPECT_FALSE(r.flags.count("--sequence-parallel"));  // optional for dense, and not planned here
+  // Planned with sequence parallelism (sp=1), dense TP gets it too.
+  const Layout sp = parse_layout("dp=8,tp=8,pp=1,mb=32,recompute=selective,sp=1", ctx.setup.global_batch, 64);
+  const MegatronRun with = parse_run(export_megatron(ctx, sp));
+  expect_megatron_accepts(with, 64, false, "dense tp8 sp");
+  EXPECT_TRUE(with.flags.count("--sequence-parallel"));
 }
 
 TEST(MegatronExport, MoeExpertAndTensorParallel) {

@@ -122,7 +122,8 @@ TEST(Search, PruningKeepsTheBestLayout) {
   const PlanContext ctx = small_context(2.0e6);
   const SearchSpace space;
   const SearchResult r = search_layouts(ctx, space, 1);
-  // Exhaustive reference: every split, micro-batching, schedule, v, recompute, ZeRO stage and order.
+  // Exhaustive reference: every split, micro-batching, schedule, v, recompute, ZeRO stage, sequence
+  // parallelism and order.
   LayoutEvaluator evaluator(ctx);
   double best = std::numeric_limits<double>::infinity();
   int fitting = 0;
@@ -140,10 +141,13 @@ TEST(Search, PruningKeepsTheBestLayout) {
                 for (int v : {1, 2, 4})
                   for (RecomputeGranularity rc : space.recompute)
                     for (int zero : space.zero_stages)
+                      for (const bool sp : {false, true})
                       for (const RankOrder& order : candidate_rank_orders(true)) {
                         Layout l;
                         l.dp = dp, l.ep = ep, l.tp = tp, l.pp = pp, l.micro_batch_size = mbs, l.micro_batch_num = m;
                         l.schedule = schedule, l.virtual_stages = v, l.recompute = rc, l.zero_stage = zero, l.order = order;
+                        l.sequence_parallel = sp;
+                        if (sp && tp == 1) continue;  // sequence parallelism is searched only with TP
                         if (mbs > space.max_micro_batch_size || !layout_problem(ctx, l).empty()) continue;
                         const Evaluation e = evaluator.evaluate(l);
                         if (e.placement.tp.crosses_nodes()) continue;

@@ -1,0 +1,36 @@
+// model/sequence_shard.h — the collectives of Megatron-style sequence parallelism (Korthikanti et
+// al. 2022, "Reducing Activation Recomputation in Large Transformer Models").
+//
+// With parallel_config.sequence_parallel and TP = t > 1, the activations outside the TP regions (the
+// residual stream, RMSNorm inputs and outputs, the blocks' outputs, the pipeline messages) hold only
+// this TP rank's slice of every sequence: TP rank r keeps positions [r S/t, (r+1) S/t) of each of the
+// B sequences of a micro-batch, as rows [B, S/t, d] (the token layout of the full activation is
+// [B, S, d]; Megatron's is [S, B, d], where the same slices are contiguous). The TP regions see the
+// whole sequence:
+//   g  = sp_all_gather:     shard -> full, before a column-parallel GEMM (its backward: reduce-scatter);
+//   g' = sp_reduce_scatter: partial full -> summed shard, after a row-parallel GEMM (backward: all-gather).
+// Together they move the bytes of the all-reduce they replace (an all-reduce is a reduce-scatter
+// plus an all-gather), so communication volume is unchanged and activation memory drops by ~t.
+// Parameters used only on the shard (the RMSNorm weights) see a partial gradient: sp_norm_backward
+// completes it over TP each time it is computed.
+#pragma once
+
+#include "model/block_context.h"
+
+namespace moe4d {
+
+// full[B, S, d] = the TP ranks' shards [B, S/t, d] put back in sequence order. Needs ctx.scratch.
+void sp_all_gather(BlockContext& ctx, const float* shard, float* full, int d);
+
+// shard[B, S/t, d] = this rank's slice of the sum over TP ranks of partial[B, S, d]. Needs ctx.scratch.
+void sp_reduce_scatter(BlockContext& ctx, const float* partial, float* shard, int d);
+
+// shard[B, S/t, d] = this rank's slice of full[B, S, d] (no communication).
+void sp_take_shard(const BlockContext& ctx, const float* full, float* shard, int d);
+
+// rmsnorm_backward over this rank's rows, with the weight gradient summed over the TP group when
+// the rows are a sequence shard (each rank sees 1/t of the tokens).
+void sp_norm_backward(BlockContext& ctx, float* dx, int norm_id, const float* dout, const float* x, const float* rstd,
+                      int d);
+
+}  // namespace moe4d
