@@ -126,7 +126,9 @@ TEST(CommTrace, ReceiverWaitsForALateSenderAndTheFlowPairs) {
   // Every rank traced the barrier; ranks 0 and 1 also their send / recv.
   ASSERT_EQ(trace.events().size(), rank > 1 ? 1u : 2u);
   const size_t p2p = std::string_view(trace.events()[0].label) == "barrier" ? 1 : 0;
-  if (rank <= 1) EXPECT_STREQ(trace.events()[1 - p2p].label, "barrier");
+  if (rank <= 1) {
+    EXPECT_STREQ(trace.events()[1 - p2p].label, "barrier");
+  }
   int64_t flow = rank == 0 ? trace.events()[p2p].flow_id : 0;
   world->broadcast(&flow, 1, DType::kI64, 0);
   if (rank > 1) return;

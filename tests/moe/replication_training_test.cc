@@ -31,7 +31,7 @@ constexpr float kHotBias = 0.08f;  // on expert 0 of 8: measured 3.6-4x the mean
 
 struct ReplicationLayout {
   int ep = 2, tp = 1, dp = 1, pp = 1, zero = 0, redundant = 2, chunks = 1;
-  bool capacity = false, recompute = false;
+  bool capacity = false, recompute = false, sequence_parallel = false;
   std::string name() const {
     std::string n = "ep" + std::to_string(ep) + "_tp" + std::to_string(tp) + "_dp" + std::to_string(dp) + "_pp" +
                     std::to_string(pp) + "_r" + std::to_string(redundant);
@@ -39,6 +39,7 @@ struct ReplicationLayout {
     if (capacity) n += "_capacity";
     if (chunks > 1) n += "_chunks" + std::to_string(chunks);
     if (recompute) n += "_recompute";
+    if (sequence_parallel) n += "_sp";
     return n;
   }
 };
@@ -103,6 +104,7 @@ Config with_layout(Config c, const ReplicationLayout& l) {
   c.model.moe.a2a_chunks = l.chunks;
   if (l.capacity) c.model.moe.capacity_factor = 1.25;
   if (l.recompute) c.parallel.recompute = RecomputeGranularity::kFull;
+  c.parallel.sequence_parallel = l.sequence_parallel;
   return c;
 }
 
@@ -213,6 +215,7 @@ const ReplicationLayout kTwoRanks[] = {
 const ReplicationLayout kFourRanks[] = {
     {.ep = 4, .redundant = 4},
     {.ep = 2, .tp = 2, .redundant = 2},
+    {.ep = 2, .tp = 2, .redundant = 2, .sequence_parallel = true},
     {.ep = 2, .dp = 2, .zero = 3, .redundant = 2},
     {.ep = 2, .pp = 2, .redundant = 2},
 };
