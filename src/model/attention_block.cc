@@ -93,16 +93,7 @@ void AttentionBlock::backward(float* dx, const float* x_in, const void* saved, B
     probs = p;
   }
   // The backward of the reduce-scatter is an all-gather of the output gradient.
-  const float* dout = dx;
-  const float* xn = s->xn;
-  if (sharded) {
-    float* full = ctx.scratch.alloc_f32(size_t(T) * d);
-    sp_all_gather(ctx, dx, full, d);
-    dout = full;
-    float* xn_full = ctx.scratch.alloc_f32(size_t(T) * d);
-    sp_all_gather(ctx, s->xn, xn_full, d);
-    xn = xn_full;
-  }
+  const auto [dout, xn] = sp_gather_backward_inputs(ctx, dx, s->xn, d);
   float* dattn = ctx.scratch.alloc_f32(size_t(T) * ld);
   block_matmul_backward(ctx, {.labels = kOutLabels, .weight_id = out_id_}, dattn, dout, s->attn, T, ld, d, false);
   float* dqkv = ctx.scratch.alloc_f32(size_t(T) * lqkv);

@@ -82,16 +82,7 @@ void FfnBlock::backward(float* dx, const float* x_in, const void* saved, BlockCo
     swiglu_forward(rebuilt, s->h1, s->h3, int64_t(T) * f);
     g = rebuilt;
   }
-  const float* dout = dx;
-  const float* xn = s->xn;
-  if (sharded) {
-    float* full = ctx.scratch.alloc_f32(size_t(T) * d);
-    sp_all_gather(ctx, dx, full, d);
-    dout = full;
-    float* xn_full = ctx.scratch.alloc_f32(size_t(T) * d);
-    sp_all_gather(ctx, s->xn, xn_full, d);
-    xn = xn_full;
-  }
+  const auto [dout, xn] = sp_gather_backward_inputs(ctx, dx, s->xn, d);
   float* dg = ctx.scratch.alloc_f32(size_t(T) * f);
   block_matmul_backward(ctx, {.labels = kW2Labels, .weight_id = w2_id_}, dg, dout, g, T, f, d, false);
   float* dh1 = ctx.scratch.alloc_f32(size_t(T) * f);

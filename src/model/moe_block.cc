@@ -347,16 +347,7 @@ void MoeBlock::backward(float* dx, const float* x_in, const void* saved, BlockCo
   const bool sharded = ctx.sequence_sharded();
   // Under sequence parallelism: the output gradient (the backward of the reduce-scatter) and the
   // MoE input are gathered over TP.
-  const float* dout = dx;
-  const float* xn = s->xn;
-  if (sharded) {
-    float* full = ctx.scratch.alloc_f32(size_t(T) * d);
-    sp_all_gather(ctx, dx, full, d);
-    dout = full;
-    float* xn_full = ctx.scratch.alloc_f32(size_t(T) * d);
-    sp_all_gather(ctx, s->xn, xn_full, d);
-    xn = xn_full;
-  }
+  const auto [dout, xn] = sp_gather_backward_inputs(ctx, dx, s->xn, d);
 
   // Combine backward: gradients of the expert outputs and of the router weights.
   float* dy = ctx.scratch.alloc_f32(size_t(rows) * d);

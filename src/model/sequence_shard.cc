@@ -78,4 +78,14 @@ void sp_norm_backward(BlockContext& ctx, float* dx, int norm_id, const float* do
   axpy(ctx.params.grad(norm_id), dw, 1.0f, d);
 }
 
+SpBackwardInputs sp_gather_backward_inputs(BlockContext& ctx, const float* dx, const float* xn, int d) {
+  if (!ctx.sequence_sharded()) return {dx, xn};
+  const size_t rows = size_t(ctx.batch) * ctx.seq;
+  float* dout_full = ctx.scratch.alloc_f32(rows * d);
+  sp_all_gather(ctx, dx, dout_full, d);
+  float* xn_full = ctx.scratch.alloc_f32(rows * d);
+  sp_all_gather(ctx, xn, xn_full, d);
+  return {dout_full, xn_full};
+}
+
 }  // namespace moe4d

@@ -25,6 +25,15 @@ void sp_all_gather(BlockContext& ctx, const float* shard, float* full, int d);
 // shard[B, S/t, d] = this rank's slice of the sum over TP ranks of partial[B, S, d]. Needs ctx.scratch.
 void sp_reduce_scatter(BlockContext& ctx, const float* partial, float* shard, int d);
 
+// What a block's backward starts from under sequence parallelism: the output gradient (the backward
+// of the block's closing reduce-scatter) and its saved norm output, both gathered to the full
+// sequence into ctx.scratch. Without a sequence shard both are returned as given.
+struct SpBackwardInputs {
+  const float* dout;
+  const float* xn;
+};
+SpBackwardInputs sp_gather_backward_inputs(BlockContext& ctx, const float* dx, const float* xn, int d);
+
 // shard[B, S/t, d] = this rank's slice of full[B, S, d] (no communication).
 void sp_take_shard(const BlockContext& ctx, const float* full, float* shard, int d);
 
