@@ -82,9 +82,8 @@ void* AttentionBlock::forward(const float* x_in, float* x_out, BlockContext& ctx
 
 void AttentionBlock::backward(float* dx, const float* x_in, const void* saved, BlockContext& ctx) const {
   const auto* s = static_cast<const AttentionSaved*>(saved);
-  const int T = ctx.tokens(), n = ctx.shard_tokens(), d = hidden_, ld = local_heads_ * head_dim_;
+  const int T = ctx.tokens(), d = hidden_, ld = local_heads_ * head_dim_;
   const int lqkv = (local_heads_ + 2 * local_kv_heads_) * head_dim_;
-  const bool sharded = ctx.sequence_sharded();
   const float* probs = s->probs;
   if (!probs) {  // selective recompute: rebuild the attention probabilities
     float* p = ctx.scratch.alloc_f32(size_t(ctx.batch) * local_heads_ * ctx.seq * ctx.seq);
@@ -105,13 +104,7 @@ void AttentionBlock::backward(float* dx, const float* x_in, const void* saved, B
   block_matmul_backward(ctx, {.labels = kQkvLabels, .weight_id = qkv_id_}, dxn, dqkv, xn, T, d, lqkv, false);
   // Column-parallel W_qkv: the input gradient is a partial sum over TP ranks (reduce-scattered along
   // the sequence under sequence parallelism: the backward of the forward's all-gather).
-  if (sharded) {
-    float* dxn_shard = ctx.scratch.alloc_f32(size_t(n) * d);
-    sp_reduce_scatter(ctx, dxn, dxn_shard, d);
-    dxn = dxn_shard;
-  } else if (ctx.pc.tp_size() > 1) {
-    ctx.pc.tp->all_reduce(dxn, size_t(T) * d);
-  }
+  dxn = sp_reduce_input_gradient(ctx, dxn, d);
   sp_norm_backward(ctx, dx, norm_id_, dxn, x_in, s->rstd, d);
   grad_ready(ctx, norm_id_);
 }

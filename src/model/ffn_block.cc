@@ -74,8 +74,7 @@ void* FfnBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
 
 void FfnBlock::backward(float* dx, const float* x_in, const void* saved, BlockContext& ctx) const {
   const auto* s = static_cast<const FfnSaved*>(saved);
-  const int T = ctx.tokens(), n = ctx.shard_tokens(), d = hidden_, f = local_ffn_;
-  const bool sharded = ctx.sequence_sharded();
+  const int T = ctx.tokens(), d = hidden_, f = local_ffn_;
   const float* g = s->g;
   if (!g) {  // selective recompute: rebuild the gated activation
     float* rebuilt = ctx.scratch.alloc_f32(size_t(T) * f);
@@ -94,13 +93,7 @@ void FfnBlock::backward(float* dx, const float* x_in, const void* saved, BlockCo
   block_matmul_backward(ctx, {.labels = kW1Labels, .weight_id = w1_id_}, dxn, dh1, nullptr, T, d, f, false);
   block_matmul_backward(ctx, {.labels = kW3Labels, .weight_id = w3_id_}, dxn, dh3, xn, T, d, f, true);
   block_matmul_weight_grad(ctx, {.labels = kW1Labels, .weight_id = w1_id_}, dh1, xn, T, d, f);
-  if (sharded) {
-    float* dxn_shard = ctx.scratch.alloc_f32(size_t(n) * d);
-    sp_reduce_scatter(ctx, dxn, dxn_shard, d);
-    dxn = dxn_shard;
-  } else if (ctx.pc.tp_size() > 1) {
-    ctx.pc.tp->all_reduce(dxn, size_t(T) * d);
-  }
+  dxn = sp_reduce_input_gradient(ctx, dxn, d);
   sp_norm_backward(ctx, dx, norm_id_, dxn, x_in, s->rstd, d);
   grad_ready(ctx, norm_id_);
 }

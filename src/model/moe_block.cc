@@ -389,13 +389,7 @@ void MoeBlock::backward(float* dx, const float* x_in, const void* saved, BlockCo
   moe_permute_backward(dxn, dxp, s->row_slot, rows, k, d);
   if (local_shared_ffn_ > 0) shared_backward(dout, xn, s->sh1, s->sh3, s->sg, dxn, T, ctx);
   // The expert paths' input gradient is a TP partial sum; the router's (below) is not.
-  float* dxn_mine = dxn;
-  if (sharded) {
-    dxn_mine = ctx.scratch.alloc_f32(size_t(n) * d);
-    sp_reduce_scatter(ctx, dxn, dxn_mine, d);
-  } else if (ctx.pc.tp_size() > 1) {
-    ctx.pc.tp->all_reduce(dxn, size_t(T) * d);
-  }
+  float* dxn_mine = sp_reduce_input_gradient(ctx, dxn, d);
 
   float* dlogits = ctx.scratch.alloc_f32(size_t(T) * E);
   router_backward(dlogits, dtopk_w, s->probs, s->lse, s->topk_idx, s->topk_w, s->counts, T, E, k,

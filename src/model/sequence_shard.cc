@@ -78,6 +78,16 @@ void sp_norm_backward(BlockContext& ctx, float* dx, int norm_id, const float* do
   axpy(ctx.params.grad(norm_id), dw, 1.0f, d);
 }
 
+float* sp_reduce_input_gradient(BlockContext& ctx, float* dxn, int d) {
+  if (ctx.sequence_sharded()) {
+    float* shard = ctx.scratch.alloc_f32(size_t(ctx.shard_tokens()) * d);
+    sp_reduce_scatter(ctx, dxn, shard, d);
+    return shard;
+  }
+  if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(dxn, size_t(ctx.tokens()) * d);
+  return dxn;
+}
+
 SpBackwardInputs sp_gather_backward_inputs(BlockContext& ctx, const float* dx, const float* xn, int d) {
   if (!ctx.sequence_sharded()) return {dx, xn};
   const size_t rows = size_t(ctx.batch) * ctx.seq;

@@ -34,6 +34,11 @@ struct SpBackwardInputs {
 };
 SpBackwardInputs sp_gather_backward_inputs(BlockContext& ctx, const float* dx, const float* xn, int d);
 
+// The input gradient of a column-parallel region, a partial sum over TP ranks: summed over TP into
+// this rank's sequence shard under sequence parallelism (the backward of the forward's all-gather,
+// written to ctx.scratch), else all-reduced over TP in place. Returns where the result is.
+float* sp_reduce_input_gradient(BlockContext& ctx, float* dxn, int d);
+
 // shard[B, S/t, d] = this rank's slice of full[B, S, d] (no communication).
 void sp_take_shard(const BlockContext& ctx, const float* full, float* shard, int d);
 
