@@ -145,7 +145,8 @@ HfImportResult import_hf(const HfImportOptions& options) {
              dir, ignored, hf_architecture_name(imported.arch));
 
   // The config: the model from config.json, a single-rank layout and small training defaults that
-  // the user edits; train.init_from points at the imported weights.
+  // the user edits; train.init_from points at the imported weights, and the run's own checkpoints
+  // and metrics go to <output>/train (a directory of their own: the imported step 0 is not a run).
   Config config;
   config.model = m;
   config.train.global_batch_size = 8;
@@ -162,6 +163,7 @@ HfImportResult import_hf(const HfImportOptions& options) {
   config.data.tokenizer = tokenizer;
   const std::string root = fs::path(options.output).lexically_normal().string();
   config.train.init_from = root;
+  config.checkpoint.dir = root + "/train";
   config.source = root + "/config.yaml";
 
   CheckpointWriter writer(root, 0);

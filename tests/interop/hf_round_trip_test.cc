@@ -120,6 +120,7 @@ TEST_F(HfRoundTripTest, ShardedExportThenImportIsBitIdentical) {
   // The written config parses and points train.init_from at the imported weights.
   const Config written = load_config(im.config_path);
   EXPECT_EQ(written.train.init_from, fs::path(root_ + "/imported").lexically_normal().string());
+  EXPECT_EQ(written.checkpoint.dir, fs::path(root_ + "/imported/train").lexically_normal().string());
 }
 
 TEST_F(HfRoundTripTest, QueryRowsArePermutedFromPairsToHalves) {
