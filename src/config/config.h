@@ -81,7 +81,7 @@ struct ParallelConfig {
   // Elements per gradient bucket (0: max(40M, 1M x data-parallel group size), as Megatron-Core);
   // YAML also takes bytes ("64MiB"). Used when gradient_aggregation_group is 0 (docs/zero.md).
   int64_t grad_bucket_size = 0;
-  int zero3_prefetch_buckets = 2;  // ZeRO-3: buckets of the next layer gathered ahead of its use
+  int zero3_prefetch_buckets = 2;  // ZeRO-3: buckets (per group) of the next reads gathered ahead
   RecomputeGranularity recompute = RecomputeGranularity::kNone;  // `true` = full
   int zero_stage = 0;         // alias: enable_parallel_optimizer -> 1
   PipelineSchedule pipeline_schedule = PipelineSchedule::k1F1B;

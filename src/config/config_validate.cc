@@ -119,7 +119,7 @@ void validate(const Config& c, const ConfigReader& r) {
   r.require(p.gradient_aggregation_group == 0 || p.grad_bucket_size == 0, "parallel_config.grad_bucket_size",
             "only one of grad_bucket_size, gradient_aggregation_group",
             fmt::format("{} with gradient_aggregation_group {}", p.grad_bucket_size, p.gradient_aggregation_group));
-  positive("parallel_config.zero3_prefetch_buckets", p.zero3_prefetch_buckets);
+  non_negative("parallel_config.zero3_prefetch_buckets", p.zero3_prefetch_buckets);
   r.require(p.zero_stage >= 0 && p.zero_stage <= 3, "parallel_config.zero_stage", "one of 0, 1, 2, 3",
             str(p.zero_stage));
   positive("parallel_config.virtual_pipeline", p.virtual_pipeline);

@@ -58,7 +58,7 @@ void* AttentionBlock::forward(const float* x_in, float* x_out, BlockContext& ctx
   s->probs = ctx.recompute == RecomputeGranularity::kSelective ? nullptr : keep.alloc_f32(probs_size);
   float* probs = s->probs ? s->probs : ctx.scratch.alloc_f32(probs_size);
 
-  rmsnorm_forward(s->xn, s->rstd, x_in, ctx.params.value(norm_id_), n, d, float(ctx.model.norm_eps));
+  rmsnorm_forward(s->xn, s->rstd, x_in, ValueUse(ctx, norm_id_).data(), n, d, float(ctx.model.norm_eps));
   const float* xn = s->xn;
   if (sharded) {
     float* full = ctx.scratch.alloc_f32(size_t(T) * d);

@@ -67,6 +67,9 @@ struct BlockContext {
   // Told which gradient elements are final during backward (model/layer_hooks.h); set by the
   // Transformer's backward to its layer hooks, null: nobody listens.
   LayerHooks* grad_hooks = nullptr;
+  // Told which parameter values a block is about to read and when it is done (model/layer_hooks.h);
+  // set by the Transformer's passes to its layer hooks, null: values are always resident.
+  LayerHooks* value_hooks = nullptr;
 
   int tokens() const { return batch * seq; }
   bool sequence_sharded() const { return sequence_parallel && pc.tp_size() > 1; }

@@ -1,6 +1,8 @@
 // model/block_matmul.cc — fp32 or 16-bit block GEMMs, with the optional tensor inspection.
 #include "model/block_matmul.h"
 
+#include <optional>
+
 #include "kernels/gemm.h"
 #include "kernels/precision_gemm.h"
 #include "model/param_store.h"
@@ -53,6 +55,24 @@ void weight_grad(BlockContext& ctx, const BlockGemm& g, const float* dout, const
 
 }  // namespace
 
+ValueUse::ValueUse(BlockContext& ctx, int id) : ValueUse(ctx, id, 0, size_t(ctx.params.info(id).numel())) {}
+
+ValueUse::ValueUse(BlockContext& ctx, int id, size_t begin, size_t end)
+    : hooks_(ctx.value_hooks), id_(id), begin_(begin), end_(end) {
+  if (hooks_) hooks_->values_needed(id_, begin_, end_);
+  data_ = ctx.params.value(id_) + begin_;
+}
+
+ValueUse::~ValueUse() {
+  if (hooks_) hooks_->values_done(id_, begin_, end_);
+}
+
+void block_matmul_values_touch(BlockContext& ctx, const BlockGemm& g, int in_dim, int out_dim) {
+  if (g.weight) return;  // a replica slot reads its own buffer
+  const size_t offset = weight_offset(g, in_dim, out_dim);
+  ValueUse use(ctx, g.weight_id, offset, offset + size_t(in_dim) * out_dim);
+}
+
 void grad_ready(BlockContext& ctx, int id, size_t begin, size_t end) {
   if (ctx.grad_hooks) ctx.grad_hooks->grad_ready(id, begin, end);
 }
@@ -68,7 +88,10 @@ void block_matmul_weight_grad(BlockContext& ctx, const BlockGemm& g, const float
 
 void block_matmul_forward(BlockContext& ctx, const BlockGemm& g, float* out, const float* in, int n, int in_dim,
                           int out_dim, bool round_output) {
-  const float* w = g.weight ? g.weight : ctx.params.value(g.weight_id) + weight_offset(g, in_dim, out_dim);
+  const size_t offset = weight_offset(g, in_dim, out_dim);
+  std::optional<ValueUse> use;
+  if (!g.weight) use.emplace(ctx, g.weight_id, offset, offset + size_t(in_dim) * out_dim);
+  const float* w = g.weight ? g.weight : use->data();
   TensorInspector* inspector = ctx.numerics.inspector;
   if (inspector) inspector->on_operand(site(g, TensorRole::kForwardInput), in, int64_t(n) * in_dim);
   PrecisionGemm* half = g.keep_fp32 ? nullptr : ctx.numerics.gemm;
@@ -89,7 +112,9 @@ void block_matmul_backward(BlockContext& ctx, const BlockGemm& g, float* din, co
   if (inspector) inspector->on_operand(site(g, TensorRole::kOutputGradient), dout, int64_t(n) * out_dim);
   if (din != nullptr) {
     // din = dout @ W^T: W [in, out] is read transposed; a transposed weight [out, in] as stored.
-    const float* w = g.weight ? g.weight : ctx.params.value(g.weight_id) + offset;
+    std::optional<ValueUse> use;
+    if (!g.weight) use.emplace(ctx, g.weight_id, offset, offset + size_t(in_dim) * out_dim);
+    const float* w = g.weight ? g.weight : use->data();
     const bool trans_w = !g.weight_transposed;
     const int ldw = g.weight_transposed ? in_dim : out_dim;
     const float beta = accumulate_din ? 1.0f : 0.0f;

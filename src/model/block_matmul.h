@@ -58,6 +58,32 @@ void block_matmul_weight_grad(BlockContext& ctx, const BlockGemm& g, const float
 void grad_ready(BlockContext& ctx, int id, size_t begin, size_t end);
 void grad_ready(BlockContext& ctx, int id);
 
+// One read of elements [begin, end) of parameter `id`'s value (the whole parameter by default),
+// announced to the value hooks for as long as this object lives (model/layer_hooks.h): under ZeRO-3
+// the values are gathered when it is built and may be released once it is gone. Scope it to the
+// kernel that reads the values.
+class ValueUse {
+ public:
+  ValueUse(BlockContext& ctx, int id);
+  ValueUse(BlockContext& ctx, int id, size_t begin, size_t end);
+  ~ValueUse();
+  ValueUse(const ValueUse&) = delete;
+  ValueUse& operator=(const ValueUse&) = delete;
+  // The parameter's values from `begin` on.
+  const float* data() const { return data_; }
+
+ private:
+  LayerHooks* hooks_;
+  int id_;
+  size_t begin_, end_;
+  const float* data_;
+};
+
+// The value reads block_matmul_forward / block_matmul_backward (with din) would make for `g`, without
+// reading: an expert that got no rows in a slice still takes part in the gathers (the other ranks of
+// its data-parallel group may have rows for it, and the gathers are collective).
+void block_matmul_values_touch(BlockContext& ctx, const BlockGemm& g, int in_dim, int out_dim);
+
 // Row blocks start at multiples of this many rows. BLAS kernels compute a GEMM in tiles of a few rows
 // of C (OpenBLAS sgemm: 4 on Haswell/Zen, 16 on Skylake-X), each element with the same K order
 // whichever tile it is in, so blocks that start on a tile boundary give every element the same bits

@@ -41,11 +41,11 @@ void TokenEmbedding::forward(const int* tokens, float* out, BlockContext& ctx) c
   // sequence parallelism summed and scattered along the sequence (Megatron's reduce-scatter).
   if (ctx.sequence_sharded()) {
     float* partial = ctx.scratch.alloc_f32(size_t(T) * hidden_);
-    embedding_forward(partial, ctx.params.value(id_), tokens, T, hidden_, vocab_start_, vocab_local_);
+    embedding_forward(partial, ValueUse(ctx, id_).data(), tokens, T, hidden_, vocab_start_, vocab_local_);
     sp_reduce_scatter(ctx, partial, out, hidden_);
     return;
   }
-  embedding_forward(out, ctx.params.value(id_), tokens, T, hidden_, vocab_start_, vocab_local_);
+  embedding_forward(out, ValueUse(ctx, id_).data(), tokens, T, hidden_, vocab_start_, vocab_local_);
   if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(out, size_t(T) * hidden_);
 }
 
@@ -95,7 +95,7 @@ void* LmHead::forward(const float* x, const int* targets, BlockContext& ctx, Hea
   s->logits = keep.alloc_f32(size_t(T) * V);
   s->max = keep.alloc_f32(T);
   s->sumexp = keep.alloc_f32(T);
-  rmsnorm_forward(s->xn, s->rstd, x, ctx.params.value(norm_id_), n, d, float(ctx.model.norm_eps));
+  rmsnorm_forward(s->xn, s->rstd, x, ValueUse(ctx, norm_id_).data(), n, d, float(ctx.model.norm_eps));
   // The final norm runs on the sequence shard; the vocab-parallel head sees the gathered sequence (as
   // Megatron's output layer), so the loss and its three all-reduces are those of the TP run.
   const float* xn = s->xn;
@@ -168,7 +168,7 @@ void LmHead::logits_at(const float* x, int position, float* out, BlockContext& c
     std::memcpy(last + size_t(b) * d, x + (size_t(b) * S + position) * d, sizeof(float) * d);
   float* rstd = ctx.scratch.alloc_f32(B);
   float* xn = ctx.scratch.alloc_f32(size_t(B) * d);
-  rmsnorm_forward(xn, rstd, last, ctx.params.value(norm_id_), B, d, float(ctx.model.norm_eps));
+  rmsnorm_forward(xn, rstd, last, ValueUse(ctx, norm_id_).data(), B, d, float(ctx.model.norm_eps));
   float* local = ctx.scratch.alloc_f32(size_t(B) * V);
   project(xn, local, B, ctx);
   if (ctx.pc.tp_size() == 1) {

@@ -151,7 +151,12 @@ void MoeBlock::experts_forward(const ExchangeSlice& slice, const float* xr, floa
   const int first_expert = ctx.pc.coord.ep * local_experts_;
   for (int e = 0; e < local_slots_; ++e) {
     const int begin = slice.expert_begin[e], n = slice.expert_end[e] - begin;
-    if (n == 0) continue;
+    if (n == 0) {  // no rows here, but the weights' gathers are collective (block_matmul.h)
+      block_matmul_values_touch(ctx, slot_gemm(e, 0, first_expert), d, f);
+      block_matmul_values_touch(ctx, slot_gemm(e, 1, first_expert), d, f);
+      block_matmul_values_touch(ctx, slot_gemm(e, 2, first_expert), f, d);
+      continue;
+    }
     const size_t rf = size_t(begin) * f, rd = size_t(begin) * d;
     block_matmul_forward(ctx, slot_gemm(e, 0, first_expert), h1 + rf, xr + rd, n, d, f);
     block_matmul_forward(ctx, slot_gemm(e, 1, first_expert), h3 + rf, xr + rd, n, d, f);
@@ -166,7 +171,12 @@ void MoeBlock::experts_backward_inputs(const ExchangeSlice& slice, const float* 
   const int first_expert = ctx.pc.coord.ep * local_experts_;
   for (int e = 0; e < local_slots_; ++e) {
     const int begin = slice.expert_begin[e], n = slice.expert_end[e] - begin;
-    if (n == 0) continue;
+    if (n == 0) {  // as in experts_forward
+      block_matmul_values_touch(ctx, slot_gemm(e, 2, first_expert), f, d);
+      block_matmul_values_touch(ctx, slot_gemm(e, 0, first_expert), d, f);
+      block_matmul_values_touch(ctx, slot_gemm(e, 1, first_expert), d, f);
+      continue;
+    }
     const size_t rf = size_t(begin) * f, rd = size_t(begin) * d;
     block_matmul_backward(ctx, slot_gemm(e, 2, first_expert), dg + rf, dyr + rd, nullptr, n, f, d, false);
     swiglu_backward(dh1 + rf, dh3 + rf, dg + rf, h1 + rf, h3 + rf, int64_t(n) * f);
@@ -233,7 +243,7 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
   s->logits = nullptr;
   s->sh1 = s->sh3 = s->sg = nullptr;
 
-  rmsnorm_forward(s->xn, s->rstd, x_in, ctx.params.value(norm_id_), n, d, float(ctx.model.norm_eps));
+  rmsnorm_forward(s->xn, s->rstd, x_in, ValueUse(ctx, norm_id_).data(), n, d, float(ctx.model.norm_eps));
   // Under sequence parallelism the MoE input is gathered over TP like a column-parallel GEMM's: every
   // TP rank routes the whole sequence, so routing, capacity, the aux loss and the token counts are
   // those of the TP run without it, and the TP-sharded experts see all their tokens.
@@ -251,7 +261,10 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
                  scoring_);
   router_expert_counts(s->counts, s->topk_idx, T, E, k);
   // Replica weights travel while the rows are planned and dispatched (waited for before the GEMMs).
-  if (replicas_) replicas_->fetch_begin(ctx.params);
+  if (replicas_) {  // the copies are taken from the home weights here
+    const ValueUse w1(ctx, w1_id_), w3(ctx, w3_id_), w2(ctx, w2_id_);
+    replicas_->fetch_begin(ctx.params);
+  }
 
   int* expert_offsets = ctx.scratch.alloc_i32(E + 1);
   int* plan_scratch = ctx.scratch.alloc_i32(size_t(T) * k);

@@ -5,6 +5,7 @@
 
 #include "kernels/optimizer_kernels.h"
 #include "kernels/rmsnorm.h"
+#include "model/block_matmul.h"
 #include "model/param_store.h"
 
 namespace moe4d {
@@ -64,7 +65,8 @@ void sp_take_shard(const BlockContext& ctx, const float* full, float* shard, int
 void sp_norm_backward(BlockContext& ctx, float* dx, int norm_id, const float* dout, const float* x, const float* rstd,
                       int d) {
   const int n = ctx.shard_tokens();
-  const float* w = ctx.params.value(norm_id);
+  const ValueUse use(ctx, norm_id);
+  const float* w = use.data();
   if (!ctx.sequence_sharded()) {
     rmsnorm_backward(dx, ctx.params.grad(norm_id), dout, x, w, rstd, n, d);
     return;

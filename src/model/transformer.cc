@@ -69,10 +69,11 @@ void Transformer::run_forward(const ChunkSpec& spec, const int* tokens, const in
   state.tokens = tokens;
   state.targets = targets;
 
+  ctx.value_hooks = hooks_;  // the blocks announce each weight they read
   state.residual[0] = state.arena.alloc_f32(width);
   const int head = model_.num_layers;
   if (spec.has_embedding) {
-    enter(-1, n > 0 ? spec.first_layer : (spec.has_head ? head : LayerHooks::kNoLayer));
+    enter(-1, n > 0 ? spec.first_layer : (spec.has_head ? head : LayerHooks::kNoLayer), false);
     embedding_->forward(tokens, state.residual[0], ctx);
     leave(-1, false);
   } else {
@@ -81,7 +82,7 @@ void Transformer::run_forward(const ChunkSpec& spec, const int* tokens, const in
   for (int i = 0; i < n; ++i) {
     const Layer& layer = *layers_[layer_index_[spec.first_layer + i]];
     enter(spec.first_layer + i,
-          i + 1 < n ? spec.first_layer + i + 1 : (spec.has_head ? head : LayerHooks::kNoLayer));
+          i + 1 < n ? spec.first_layer + i + 1 : (spec.has_head ? head : LayerHooks::kNoLayer), false);
     // Full recompute keeps only each layer's input: everything else of the layer is scratch.
     float* mid = full_recompute ? ctx.scratch.alloc_f32(width) : state.arena.alloc_f32(width);
     state.residual[i + 1] = state.arena.alloc_f32(width);
@@ -93,7 +94,7 @@ void Transformer::run_forward(const ChunkSpec& spec, const int* tokens, const in
   }
   if (spec.has_head) {
     MOE4D_CHECK(targets != nullptr);
-    enter(head, LayerHooks::kNoLayer);
+    enter(head, LayerHooks::kNoLayer, false);
     state.head_saved = head_->forward(state.residual[n], targets, ctx, head_out);
     ctx.scratch.reset();
     leave(head, false);
@@ -108,7 +109,7 @@ void Transformer::logits_at(const int* tokens, int position, float* out, MicroBa
   ChunkSpec body = chunks_[0];
   body.has_head = false;
   run_forward(body, tokens, nullptr, nullptr, state, ctx, nullptr);
-  enter(model_.num_layers, LayerHooks::kNoLayer);
+  enter(model_.num_layers, LayerHooks::kNoLayer, false);
   head_->logits_at(state.residual.back(), position, out, ctx);
   leave(model_.num_layers, false);
   ctx.scratch.reset();
@@ -122,10 +123,11 @@ void Transformer::backward(int c, const float* dx_out, float* dx_in, MicroBatchS
   // The residual stream: this rank's sequence shard under sequence parallelism.
   const size_t width = size_t(ctx.shard_tokens()) * model_.hidden_size;
   ctx.grad_hooks = hooks_;  // the blocks report their parameters' gradients as they write them
+  ctx.value_hooks = hooks_;
   float* dx = state.arena.alloc_f32(width);
   const int after_last = spec.has_embedding ? -1 : LayerHooks::kNoLayer;  // what backward visits last
   if (spec.has_head) {
-    enter(model_.num_layers, n > 0 ? spec.first_layer + n - 1 : after_last);
+    enter(model_.num_layers, n > 0 ? spec.first_layer + n - 1 : after_last, true);
     head_->backward(dx, state.residual[n], state.targets, state.head_saved, ctx);
     ctx.scratch.reset();
     leave(model_.num_layers, true);
@@ -138,13 +140,14 @@ void Transformer::backward(int c, const float* dx_out, float* dx_in, MicroBatchS
     void* attn_saved = state.attn_saved[i];
     void* ffn_saved = state.ffn_saved[i];
     const float* mid = state.mid[i];
-    enter(spec.first_layer + i, i > 0 ? spec.first_layer + i - 1 : after_last);
+    enter(spec.first_layer + i, i > 0 ? spec.first_layer + i - 1 : after_last, true);
     if (ctx.recompute == RecomputeGranularity::kFull) {
       // Rebuild this layer's activations from its saved input (in scratch), then run its backward.
       BlockContext again{ctx.pc, ctx.params, ctx.model, ctx.rope, ctx.scratch, ctx.scratch, ctx.batch, ctx.seq,
                          ctx.grad_scale, RecomputeGranularity::kNone, nullptr};
       again.numerics = ctx.numerics;  // rebuilt in the precision the forward used
       again.sequence_parallel = ctx.sequence_parallel;
+      again.value_hooks = ctx.value_hooks;  // the recomputation reads the weights too
       float* rebuilt_mid = ctx.scratch.alloc_f32(width);
       float* rebuilt_out = ctx.scratch.alloc_f32(width);
       layer_forward(layer, state.residual[i], rebuilt_mid, rebuilt_out, &attn_saved, &ffn_saved, again);
@@ -157,7 +160,7 @@ void Transformer::backward(int c, const float* dx_out, float* dx_in, MicroBatchS
     if (on_ready) on_ready(spec.first_layer + i);
   }
   if (spec.has_embedding) {
-    enter(-1, LayerHooks::kNoLayer);
+    enter(-1, LayerHooks::kNoLayer, true);
     embedding_->backward(state.tokens, dx, ctx);
     leave(-1, true);
     if (on_ready) on_ready(-1);

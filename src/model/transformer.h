@@ -90,8 +90,8 @@ class Transformer {
                    MicroBatchState& state, BlockContext& ctx, HeadOutput* head_out) const;
   void layer_forward(const Layer& layer, const float* x_in, float* x_mid, float* x_out, void** attn_saved,
                      void** ffn_saved, BlockContext& ctx) const;
-  void enter(int layer, int next) const {
-    if (hooks_) hooks_->before_layer(layer, next);
+  void enter(int layer, int next, bool backward) const {
+    if (hooks_) hooks_->before_layer(layer, next, backward);
   }
   void leave(int layer, bool backward) const {
     if (hooks_) hooks_->after_layer(layer, backward);

@@ -34,10 +34,10 @@ int group_tid(int index) { return 100 + 100 * index; }
 class StepTracer::LayerRecorder final : public LayerHooks {
  public:
   LayerRecorder(StepTracer& tracer, LayerHooks* inner) : tracer_(tracer), inner_(inner) {}
-  void before_layer(int layer, int next) override {
+  void before_layer(int layer, int next, bool backward) override {
     open_layer_ = layer;
     open_ns_ = steady_ns(Clock::now());
-    if (inner_) inner_->before_layer(layer, next);
+    if (inner_) inner_->before_layer(layer, next, backward);
   }
   void after_layer(int layer, bool backward) override {
     if (inner_) inner_->after_layer(layer, backward);
@@ -54,6 +54,12 @@ class StepTracer::LayerRecorder final : public LayerHooks {
   }
   size_t grad_cut_below(int param, size_t end) const override {
     return inner_ ? inner_->grad_cut_below(param, end) : 0;
+  }
+  void values_needed(int param, size_t begin, size_t end) override {
+    if (inner_) inner_->values_needed(param, begin, end);
+  }
+  void values_done(int param, size_t begin, size_t end) override {
+    if (inner_) inner_->values_done(param, begin, end);
   }
 
  private:

@@ -43,13 +43,7 @@ void Trainer::setup_zero() {
   // and the optimizer state are allocated, so that start-up does not hold both.
   grad_sync_->zero_grads();
   if (stage >= 1) {
-    // The head reads this rank's own embedding table when the embedding is tied and both ends are here.
-    const int table = params_.find("embed.weight");
-    const bool has_head = std::any_of(chunks.begin(), chunks.end(), [](const ChunkSpec& c) { return c.has_head; });
-    const bool head_uses_embedding =
-        config_.model.tie_embeddings && has_head && table >= 0 && !params_.info(table).is_tied_copy;
-    zero_values_ = std::make_unique<ZeroParamGatherer>(params_, pc_, *zero_layout_, stage, head_uses_embedding,
-                                                       par.zero3_prefetch_buckets);
+    zero_values_ = std::make_unique<ZeroParamGatherer>(params_, pc_, *zero_layout_, stage, par.zero3_prefetch_buckets);
     zero_values_->shard_from_flat();
   }
   optimizer_ = make_optimizer(config_.train, stage, params_, pc_, *zero_layout_, *grad_sync_, zero_values_.get());

@@ -1,5 +1,5 @@
-// train/zero_param_gatherer.cc — value shards, per-layer materialisation and post-step all-gathers
-// (see the header).
+// train/zero_param_gatherer.cc — value shards, per-read materialisation with a recorded prefetch
+// window, and post-step all-gathers (see the header).
 #include "train/zero_param_gatherer.h"
 
 #include <algorithm>
@@ -12,7 +12,7 @@
 namespace moe4d {
 
 ZeroParamGatherer::ZeroParamGatherer(ParamStore& params, ParallelContext& pc, const ZeroLayout& layout,
-                                     int zero_stage, bool head_uses_embedding, int prefetch_buckets)
+                                     int zero_stage, int prefetch_buckets)
     : params_(params), pc_(pc), layout_(layout), stage_(zero_stage), prefetch_(prefetch_buckets),
       units_(layout.buckets().size()) {
   MOE4D_CHECK(zero_stage >= 1 && zero_stage <= 3);
@@ -20,10 +20,10 @@ ZeroParamGatherer::ZeroParamGatherer(ParamStore& params, ParallelContext& pc, co
   for (int g = 0; g < kNumParamGroups; ++g) MOE4D_CHECK_EQ(layout.ranks(ParamGroup(g)), comm_of(ParamGroup(g))->size());
   if (stage_ != 3) return;
   for (int g = 0; g < kNumParamGroups; ++g) shards_[g] = Buffer(layout.shard_size(ParamGroup(g)) * sizeof(float));
-  head_units_ = layout.buckets_of_layer(layout.num_layers());
-  if (head_uses_embedding)
-    for (int b : layout.buckets_of_layer(-1))
-      if (std::find(head_units_.begin(), head_units_.end(), b) == head_units_.end()) head_units_.push_back(b);
+  for (size_t i = 0; i < layout.buckets().size(); ++i) by_group_[int(layout.buckets()[i].group)].push_back(int(i));
+  for (std::vector<int>& list : by_group_)
+    std::sort(list.begin(), list.end(),
+              [&](int a, int b) { return layout.buckets()[a].begin < layout.buckets()[b].begin; });
 }
 
 ZeroParamGatherer::~ZeroParamGatherer() {
@@ -75,8 +75,42 @@ void ZeroParamGatherer::gather_after_step() {
   }
 }
 
-const std::vector<int>& ZeroParamGatherer::units_of(int layer) const {
-  return layer == layout_.num_layers() ? head_units_ : layout_.buckets_of_layer(layer);
+std::vector<int> ZeroParamGatherer::cover(int param, size_t begin, size_t end) const {
+  const ParamInfo& info = params_.info(param);
+  MOE4D_CHECK(begin < end && end <= size_t(info.numel()));
+  const std::vector<int>& list = by_group_[int(info.group)];
+  const size_t lo = info.offset + begin, hi = info.offset + end;
+  // The first bucket ending after lo, then every one starting before hi.
+  auto it = std::partition_point(list.begin(), list.end(), [&](int b) { return layout_.buckets()[b].end <= lo; });
+  std::vector<int> out;
+  for (; it != list.end() && layout_.buckets()[*it].begin < hi; ++it) out.push_back(*it);
+  MOE4D_CHECK_MSG(!out.empty(), "parameter {} [{}, {}) lies in no bucket", info.name, begin, end);
+  return out;
+}
+
+const ZeroParamGatherer::Trace* ZeroParamGatherer::trace_of(ParamGroup g, int layer, bool backward) const {
+  if (layer == LayerHooks::kNoLayer) return nullptr;
+  const auto& traces = reads_[int(g)].traces;
+  const auto it = traces.find({layer, backward});
+  return it == traces.end() ? nullptr : &it->second;
+}
+
+std::vector<int> ZeroParamGatherer::window(ParamGroup g) const {
+  std::vector<int> out;
+  const GroupReads& r = reads_[int(g)];
+  if (prefetch_ == 0 || r.expected == nullptr) return out;  // no record, or the pass left it
+  const auto take = [&](const Trace& trace, size_t from) {
+    for (size_t i = from; i < trace.size(); ++i)
+      for (int b : trace[i]) {
+        if (int(out.size()) == prefetch_) return;
+        if (std::find(out.begin(), out.end(), b) == out.end()) out.push_back(b);
+      }
+  };
+  take(*r.expected, r.position);
+  // Inside a pass, the next layer's record follows this one's (the same direction).
+  const Trace* next = layer_ != LayerHooks::kNoLayer ? trace_of(g, next_, backward_) : nullptr;
+  if (next && next != r.expected) take(*next, 0);
+  return out;
 }
 
 void ZeroParamGatherer::start(int index) {
@@ -86,6 +120,32 @@ void ZeroParamGatherer::start(int index) {
   const float* send = shards_[int(b.group)].f32() + b.shard_offset;
   u.work = gather_bucket(b, send, params_.flat_values(b.group) + b.begin);
   u.state = State::kInFlight;
+}
+
+void ZeroParamGatherer::finish(int index) {
+  Unit& u = units_[index];
+  if (u.state != State::kInFlight) return;
+  u.work->wait();
+  u.work.reset();
+  u.state = State::kResident;
+}
+
+void ZeroParamGatherer::discard(int index) {
+  finish(index);  // MPI must be done writing into the pages before they go
+  const ZeroBucket& b = layout_.buckets()[index];
+  release_discarded(params_.flat_values(b.group) + b.begin, b.numel());
+  units_[index].state = State::kReleased;
+}
+
+void ZeroParamGatherer::settle(ParamGroup g, const std::vector<int>& first) {
+  const std::vector<int> keep = window(g);
+  for (int index : by_group_[int(g)]) {
+    const Unit& u = units_[index];
+    if (u.state == State::kReleased || u.users > 0) continue;
+    if (std::find(keep.begin(), keep.end(), index) == keep.end()) discard(index);
+  }
+  for (int index : first) start(index);  // what is read now goes out before the prefetch
+  for (int index : keep) start(index);
 }
 
 void ZeroParamGatherer::note_peak() {
@@ -98,47 +158,64 @@ void ZeroParamGatherer::note_peak() {
   peak_ = std::max(peak_, shards + std::max(resident, gathered));
 }
 
-void ZeroParamGatherer::acquire(int layer, int next) {
+void ZeroParamGatherer::begin_layer(int layer, int next, bool backward) {
   if (stage_ != 3) return;
-  const std::vector<int>& units = units_of(layer);
-  for (int index : units) start(index);
-  for (int index : units) {
-    Unit& u = units_[index];
-    if (u.state == State::kInFlight) {
-      u.work->wait();
-      u.work.reset();
-      u.state = State::kResident;
-    }
-    ++u.users;
-  }
+  MOE4D_CHECK_MSG(layer_ == LayerHooks::kNoLayer, "layer {} begins inside layer {}", layer, layer_);
+  layer_ = layer;
   next_ = next;
-  if (next != LayerHooks::kNoLayer) {
-    // Buckets gathered ahead and not yet used count against the prefetch depth.
-    int ahead = 0;
-    for (const Unit& u : units_) ahead += u.state != State::kReleased && u.users == 0 ? 1 : 0;
-    for (int index : units_of(next)) {
-      if (ahead >= prefetch_) break;
-      if (units_[index].state != State::kReleased) continue;
-      start(index);
-      ++ahead;
-    }
+  backward_ = backward;
+  for (int g = 0; g < kNumParamGroups; ++g) {
+    GroupReads& r = reads_[g];
+    r.recording.clear();
+    r.expected = trace_of(ParamGroup(g), layer, backward);
+    r.position = 0;
+    settle(ParamGroup(g));
   }
   note_peak();
 }
 
-void ZeroParamGatherer::release(int layer) {
+void ZeroParamGatherer::end_layer(int layer, bool backward) {
   if (stage_ != 3) return;
-  const std::vector<int>* next = next_ != LayerHooks::kNoLayer ? &units_of(next_) : nullptr;
-  for (int index : units_of(layer)) {
-    Unit& u = units_[index];
-    MOE4D_CHECK_MSG(u.users > 0 && u.state == State::kResident, "layer {} released without being acquired", layer);
-    if (--u.users > 0) continue;
-    // A bucket the next layer holds too stays: releasing it would only gather it again.
-    if (next && std::find(next->begin(), next->end(), index) != next->end()) continue;
-    const ZeroBucket& b = layout_.buckets()[index];
-    release_discarded(params_.flat_values(b.group) + b.begin, b.numel());
-    u.state = State::kReleased;
+  MOE4D_CHECK_MSG(layer == layer_ && backward == backward_, "layer {} ends, but layer {} is running", layer, layer_);
+  MOE4D_CHECK_MSG(open_reads_ == 0, "layer {} ends with {} parameter read(s) still open", layer, open_reads_);
+  for (int g = 0; g < kNumParamGroups; ++g) {
+    GroupReads& r = reads_[g];
+    r.traces[{layer, backward}] = std::move(r.recording);
+    r.recording.clear();
+    // Between passes the window is the start of the hinted layer's record.
+    r.expected = trace_of(ParamGroup(g), next_, backward);
+    r.position = 0;
   }
+  layer_ = LayerHooks::kNoLayer;
+  for (int g = 0; g < kNumParamGroups; ++g) settle(ParamGroup(g));
+}
+
+void ZeroParamGatherer::need(int param, size_t begin, size_t end) {
+  if (stage_ != 3) return;
+  MOE4D_CHECK_MSG(layer_ != LayerHooks::kNoLayer, "parameter {} read outside a layer pass", params_.info(param).name);
+  const ParamGroup g = params_.info(param).group;
+  std::vector<int> units = cover(param, begin, end);
+  GroupReads& r = reads_[int(g)];
+  if (r.expected && r.position < r.expected->size() && (*r.expected)[r.position] == units)
+    ++r.position;
+  else
+    r.expected = nullptr;  // the pass reads differently from its record: no window until it ends
+  for (int index : units) ++units_[index].users;
+  ++open_reads_;
+  settle(g, units);
+  for (int index : units) finish(index);
+  note_peak();
+  r.recording.push_back(std::move(units));
+}
+
+void ZeroParamGatherer::done(int param, size_t begin, size_t end) {
+  if (stage_ != 3) return;
+  for (int index : cover(param, begin, end)) {
+    MOE4D_CHECK_MSG(units_[index].users > 0, "parameter {} done without being needed", params_.info(param).name);
+    --units_[index].users;
+  }
+  --open_reads_;
+  settle(params_.info(param).group);
 }
 
 void ZeroParamGatherer::materialize_all() {

@@ -5,14 +5,24 @@
 //   this rank's slices (train/zero_layout.h) in place, and gather_after_step() all-gathers the
 //   other ranks' slices bucket by bucket.
 // zero_stage 3: the values live in fp32 shards (P elements per group); the ParamStore's flat value
-//   range holds physical memory only for the buckets being used. acquire(layer, next) all-gathers
-//   the buckets holding the layer's parameters into the flat range (waiting for a prefetch started
-//   earlier, if any) and starts the all-gather of up to `prefetch_buckets` of `next`'s buckets
-//   (DeepSpeed's stage3_prefetch_bucket_size, counted in buckets); release(layer) returns the pages
-//   of the buckets no layer uses any more (train/zero_memory.h), except one that `next` holds too.
-//   A rank therefore holds its shard plus the running layer's buckets plus at most
-//   `prefetch_buckets` more. Reference counts let the head and a tied embedding share the table's
-//   buckets, and two layers share a bucket that holds the end of one and the start of the other.
+//   range holds physical memory only for the buckets being read. Reads are announced per parameter
+//   range (model/layer_hooks.h values_needed / values_done): need() all-gathers the buckets holding
+//   the range (waiting for a prefetch started earlier, if any), done() releases the buckets no open
+//   read holds and the prefetch window does not keep (train/zero_memory.h). A bucket shared by
+//   neighbouring parameters, or by the head and the tied embedding table, is counted once.
+//   Prefetch (DeepSpeed's stage3_prefetch_bucket_size, counted in buckets): each layer pass records
+//   the buckets of its reads, per group, keyed by (layer, forward or backward); the next time that
+//   pass runs, the recorded reads still ahead — the rest of this layer's, then the next layer's —
+//   are what the pass will read, and the first `prefetch_buckets` distinct buckets among them form
+//   the group's window: gathered ahead and kept (a bucket the next weight needs too survives the
+//   read before it). A read that differs from the record ends the window for the rest of the layer;
+//   the new record replaces the old. The record is a function of the call sequence alone, which is
+//   the same on every rank of a group, so every rank starts the same gathers in the same order.
+//   Each group has its own record and window (dense and expert reads follow different groups).
+//   Resident at any time: the buckets of the open reads (one weight, or one expert's slice of one,
+//   except the expert-replica fetch that reads a layer's three expert weights at once) plus at most
+//   `prefetch_buckets` per group: params peak <= P + max read cover + prefetch x sum_g B_g
+//   (docs/zero.md §Peak). No layer term: a layer's weights are never all held at once.
 //
 // The gathers are all_to_all_v calls on the group's data-parallel communicator (dp_ep for dense
 // parameters, dp for experts) with this rank's slice as the block for every peer: an all-gather
@@ -22,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -35,10 +46,9 @@ namespace moe4d {
 
 class ZeroParamGatherer {
  public:
-  // `head_uses_embedding`: this rank's head multiplies by its own embed.weight (tied, one stage), so
-  // the table's bucket is materialised with the head's. `layout` must outlive this object.
+  // `layout` must outlive this object.
   ZeroParamGatherer(ParamStore& params, ParallelContext& pc, const ZeroLayout& layout, int zero_stage,
-                    bool head_uses_embedding, int prefetch_buckets = 2);
+                    int prefetch_buckets = 2);
   ~ZeroParamGatherer();
   ZeroParamGatherer(const ZeroParamGatherer&) = delete;
   ZeroParamGatherer& operator=(const ZeroParamGatherer&) = delete;
@@ -56,8 +66,12 @@ class ZeroParamGatherer {
   void gather_after_step();
 
   // Stage 3, from the layer hooks (no-ops otherwise). Collective over the data-parallel groups.
-  void acquire(int layer, int next);
-  void release(int layer);
+  // begin_layer / end_layer bracket one layer pass (forward, or backward with its recomputation);
+  // need / done bracket one read of local elements [begin, end) of `param`'s value inside it.
+  void begin_layer(int layer, int next, bool backward);
+  void end_layer(int layer, bool backward);
+  void need(int param, size_t begin, size_t end);
+  void done(int param, size_t begin, size_t end);
   // Stage 3: all values resident (checkpoints, gathering full tensors) until release_all().
   void materialize_all();
   void release_all();
@@ -71,7 +85,7 @@ class ZeroParamGatherer {
   // Bytes of parameter values held between steps: the flat buffers (stage 1 / 2) or the shards (3).
   size_t held_bytes() const;
   // Stage 3: most bytes held at once since construction — shards plus the flat value range, measured
-  // after each acquire and its prefetch as the larger of what is resident (mincore) and the buckets
+  // after each need and its prefetch as the larger of what is resident (mincore) and the buckets
   // gathered or being gathered; held_bytes() for other stages.
   size_t peak_bytes() const { return stage_ == 3 ? peak_ : held_bytes(); }
   int prefetch_buckets() const { return prefetch_; }
@@ -82,15 +96,32 @@ class ZeroParamGatherer {
   enum class State { kReleased, kInFlight, kResident };
   struct Unit {
     State state = State::kReleased;
-    int users = 0;
+    int users = 0;  // open reads (and materialize_all) holding it
     std::unique_ptr<Work> work;
+  };
+  // The buckets of each read of one layer pass in one group, in the order of the reads.
+  using Trace = std::vector<std::vector<int>>;
+  struct GroupReads {
+    std::map<std::pair<int, bool>, Trace> traces;  // (layer, backward) -> the last record
+    Trace recording;                               // this pass's reads so far
+    const Trace* expected = nullptr;               // the record of this pass; null: none or left
+    size_t position = 0;                           // reads of `expected` done
   };
   Communicator* comm_of(ParamGroup g) const;
   // Sends `send` (this rank's slice of bucket b) to every rank and receives every rank's into
   // `bucket_dst` (the bucket's first element). `send` must not lie inside the destination range.
   std::unique_ptr<Work> gather_bucket(const ZeroBucket& b, const float* send, float* bucket_dst);
-  const std::vector<int>& units_of(int layer) const;
+  // The buckets (indices into layout_.buckets()) holding local elements [begin, end) of `param`.
+  std::vector<int> cover(int param, size_t begin, size_t end) const;
+  const Trace* trace_of(ParamGroup g, int layer, bool backward) const;
+  // The first prefetch_ distinct buckets the pass will read next in group g.
+  std::vector<int> window(ParamGroup g) const;
+  // Releases group g's buckets that no read holds and the window does not keep, then starts the
+  // gathers of `first` and of the window.
+  void settle(ParamGroup g, const std::vector<int>& first = {});
   void start(int bucket);
+  void finish(int bucket);
+  void discard(int bucket);
   void note_peak();
 
   ParamStore& params_;
@@ -98,10 +129,14 @@ class ZeroParamGatherer {
   const ZeroLayout& layout_;
   int stage_;
   int prefetch_;
-  int next_ = LayerHooks::kNoLayer;  // the hint of the last acquire
+  int layer_ = LayerHooks::kNoLayer;  // the layer pass running, or kNoLayer between passes
+  int next_ = LayerHooks::kNoLayer;   // the pass's prefetch hint
+  bool backward_ = false;
+  int open_reads_ = 0;
   Buffer shards_[kNumParamGroups];  // stage 3
   std::vector<Unit> units_;          // per layout bucket (stage 3)
-  std::vector<int> head_units_;      // the head's buckets plus the embedding table's, if shared
+  std::vector<int> by_group_[kNumParamGroups];  // bucket indices of each group, in flat order
+  GroupReads reads_[kNumParamGroups];
   size_t peak_ = 0;
   int64_t payload_bytes_ = 0;
 };

@@ -38,7 +38,7 @@ ModelConfig blocks_config(bool tied, int shared_experts) {
 class RecordingHooks : public LayerHooks {
  public:
   RecordingHooks(const ParamStore& params, size_t every) : params_(params), every_(every) {}
-  void before_layer(int, int) override {}
+  void before_layer(int, int, bool) override {}
   void after_layer(int layer, bool backward) override {
     if (backward) layers_done_.push_back(layer);
   }
