@@ -81,7 +81,7 @@ Args parse(int argc, char** argv) {
       a.bucket_size = std::max<int64_t>(1, std::atoll(v));
       a.buckets = 0;
     } else if (const char* v = value("--prefetch=")) {
-      a.prefetch = std::max(1, std::atoi(v));
+      a.prefetch = std::max(0, std::atoi(v));
     } else if (const char* v = value("--layers=")) {
       a.layers = std::max(1, std::atoi(v));
     } else if (const char* v = value("--micro-batches=")) {

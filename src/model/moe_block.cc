@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <utility>
 
 #include <fmt/format.h>
@@ -145,44 +146,52 @@ int MoeBlock::capacity(int tokens) const {
   return static_cast<int>(std::ceil(double(tokens) * top_k_ / experts_ * *capacity_factor_));
 }
 
-void MoeBlock::experts_forward(const ExchangeSlice& slice, const float* xr, float* h1, float* h3, float* g,
-                               float* yr, BlockContext& ctx) const {
+void MoeBlock::experts_sweep(const ExchangeSlice& slice, int which, BlockContext& ctx,
+                             const std::function<void(const BlockGemm&, size_t, int)>& gemm) const {
   const int d = hidden_, f = local_ffn_;
   const int first_expert = ctx.pc.coord.ep * local_experts_;
   for (int e = 0; e < local_slots_; ++e) {
     const int begin = slice.expert_begin[e], n = slice.expert_end[e] - begin;
-    if (n == 0) {  // no rows here, but the weights' gathers are collective (block_matmul.h)
-      block_matmul_values_touch(ctx, slot_gemm(e, 0, first_expert), d, f);
-      block_matmul_values_touch(ctx, slot_gemm(e, 1, first_expert), d, f);
-      block_matmul_values_touch(ctx, slot_gemm(e, 2, first_expert), f, d);
-      continue;
-    }
-    const size_t rf = size_t(begin) * f, rd = size_t(begin) * d;
-    block_matmul_forward(ctx, slot_gemm(e, 0, first_expert), h1 + rf, xr + rd, n, d, f);
-    block_matmul_forward(ctx, slot_gemm(e, 1, first_expert), h3 + rf, xr + rd, n, d, f);
-    swiglu_forward(g + rf, h1 + rf, h3 + rf, int64_t(n) * f);
-    block_matmul_forward(ctx, slot_gemm(e, 2, first_expert), yr + rd, g + rf, n, f, d);
+    const BlockGemm w = slot_gemm(e, which, first_expert);
+    if (n == 0)  // no rows here, but the weight's gathers are collective (block_matmul.h)
+      block_matmul_values_touch(ctx, w, which == 2 ? f : d, which == 2 ? d : f);
+    else
+      gemm(w, size_t(begin), n);
   }
+}
+
+void MoeBlock::experts_forward(const ExchangeSlice& slice, const float* xr, float* h1, float* h3, float* g,
+                               float* yr, BlockContext& ctx) const {
+  const int d = hidden_, f = local_ffn_;
+  // One sweep over the experts per weight (w1, w3, then w2), each the GEMMs an expert-by-expert loop
+  // would run: under ZeRO-3 a weight's buckets are then read one after another in flat order, not
+  // as three interleaved streams that a short prefetch window would gather again and again.
+  experts_sweep(slice, 0, ctx, [&](const BlockGemm& w, size_t r, int n) {
+    block_matmul_forward(ctx, w, h1 + r * f, xr + r * d, n, d, f);
+  });
+  experts_sweep(slice, 1, ctx, [&](const BlockGemm& w, size_t r, int n) {
+    block_matmul_forward(ctx, w, h3 + r * f, xr + r * d, n, d, f);
+  });
+  experts_sweep(slice, 2, ctx, [&](const BlockGemm& w, size_t r, int n) {
+    swiglu_forward(g + r * f, h1 + r * f, h3 + r * f, int64_t(n) * f);
+    block_matmul_forward(ctx, w, yr + r * d, g + r * f, n, f, d);
+  });
 }
 
 void MoeBlock::experts_backward_inputs(const ExchangeSlice& slice, const float* dyr, const float* h1, const float* h3,
                                        float* dg, float* dh1, float* dh3, float* dxr, BlockContext& ctx) const {
   const int d = hidden_, f = local_ffn_;
-  const int first_expert = ctx.pc.coord.ep * local_experts_;
-  for (int e = 0; e < local_slots_; ++e) {
-    const int begin = slice.expert_begin[e], n = slice.expert_end[e] - begin;
-    if (n == 0) {  // as in experts_forward
-      block_matmul_values_touch(ctx, slot_gemm(e, 2, first_expert), f, d);
-      block_matmul_values_touch(ctx, slot_gemm(e, 0, first_expert), d, f);
-      block_matmul_values_touch(ctx, slot_gemm(e, 1, first_expert), d, f);
-      continue;
-    }
-    const size_t rf = size_t(begin) * f, rd = size_t(begin) * d;
-    block_matmul_backward(ctx, slot_gemm(e, 2, first_expert), dg + rf, dyr + rd, nullptr, n, f, d, false);
-    swiglu_backward(dh1 + rf, dh3 + rf, dg + rf, h1 + rf, h3 + rf, int64_t(n) * f);
-    block_matmul_backward(ctx, slot_gemm(e, 0, first_expert), dxr + rd, dh1 + rf, nullptr, n, d, f, false);
-    block_matmul_backward(ctx, slot_gemm(e, 1, first_expert), dxr + rd, dh3 + rf, nullptr, n, d, f, true);
-  }
+  // Per weight, as in experts_forward; each expert's rows still get w1's input gradient, then w3's.
+  experts_sweep(slice, 2, ctx, [&](const BlockGemm& w, size_t r, int n) {
+    block_matmul_backward(ctx, w, dg + r * f, dyr + r * d, nullptr, n, f, d, false);
+    swiglu_backward(dh1 + r * f, dh3 + r * f, dg + r * f, h1 + r * f, h3 + r * f, int64_t(n) * f);
+  });
+  experts_sweep(slice, 0, ctx, [&](const BlockGemm& w, size_t r, int n) {
+    block_matmul_backward(ctx, w, dxr + r * d, dh1 + r * f, nullptr, n, d, f, false);
+  });
+  experts_sweep(slice, 1, ctx, [&](const BlockGemm& w, size_t r, int n) {
+    block_matmul_backward(ctx, w, dxr + r * d, dh3 + r * f, nullptr, n, d, f, true);
+  });
 }
 
 void MoeBlock::experts_backward_weights(const ExpertExchangePlan& plan, const float* xr, const float* g,

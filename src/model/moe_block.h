@@ -43,6 +43,7 @@
 // collective, so empty experts neither hang nor break backward.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -80,6 +81,10 @@ class MoeBlock {
   // The GEMM of weight `which` (0 w1, 1 w3, 2 w2) of this rank's local slot: a home expert's slice of
   // the parameter, or a replica slot's own buffers.
   BlockGemm slot_gemm(int local_slot, int which, int first_expert) const;
+  // Runs gemm(weight, first row, rows) for every local expert slot with rows in `slice`, for weight
+  // `which` (0 w1, 1 w3, 2 w2); a slot without rows only takes part in the weight's value reads.
+  void experts_sweep(const ExchangeSlice& slice, int which, BlockContext& ctx,
+                     const std::function<void(const BlockGemm&, size_t, int)>& gemm) const;
   // The experts on one slice's rows of the expert layout ([R, d] / [R, f_local] buffers).
   void experts_forward(const ExchangeSlice& slice, const float* xr, float* h1, float* h3, float* g, float* yr,
                        BlockContext& ctx) const;

@@ -95,18 +95,29 @@ MemoryBreakdown stage_memory(const ModelConfig& m, const TrainingSetup& setup, c
   mem.weights16 = setup.mixed() ? 2 * sharded(z >= 3) : 0;
   mem.gradients = 4 * sharded(z >= 2);
   mem.optimizer = 8 * sharded(z >= 1);
-  // Buckets as the runtime cuts them (train/zero_layout.h), and the largest unit ZeRO-3 gathers at
-  // once: a layer, or the embedding table / head.
-  const double bucket = std::max(setup.bucket_elements(params.dense, int(dense_group)),
-                                 setup.bucket_elements(params.experts, int(expert_group)));
-  const double table = (params.has_embedding || params.has_head) ? double(m.vocab_size) * m.hidden_size / layout.tp : 0;
-  const double unit = std::max(params.largest_layer, table);
+  // Buckets as the runtime cuts them (train/zero_layout.h).
+  const double dense_bucket = setup.bucket_elements(params.dense, int(dense_group));
+  const double expert_bucket = setup.bucket_elements(params.experts, int(expert_group));
+  const double bucket = std::max(dense_bucket, expert_bucket);
   const double local_params = params.dense + params.experts;
   if (z >= 3) {
-    // The running layer's buckets (the layer plus the buckets it shares with its neighbours) and
-    // zero3_prefetch_buckets gathered ahead, never more than the whole stage.
-    mem.zero3_gather =
-        std::min(local_params, unit + 2 * bucket + setup.zero3_prefetch_buckets * bucket) * setup.compute_bytes();
+    // ZeRO-3 holds the buckets of the weight a block is reading — the largest single read on the
+    // stage, as many whole buckets as a range of its length can touch — plus zero3_prefetch_buckets
+    // per group gathered ahead (train/zero_param_gatherer.h), never more than the whole stage.
+    const double d = m.hidden_size, t = layout.tp;
+    double read = std::max(d * m.qkv_width() / t, d * d / t);
+    if (params.has_embedding || params.has_head) read = std::max(read, double(m.vocab_size) * d / t);
+    if (params.moe_layers < params.layers) read = std::max(read, d * m.ffn_hidden_size / t);
+    if (params.moe_layers > 0) {
+      read = std::max({read, d * m.expert_ffn() / t, d * m.shared_ffn() / t, d * m.moe.num_experts});
+      // The replica fetch copies the layer's three expert weights at once.
+      if (setup.redundant_experts > 0)
+        read = std::max(read, 3 * double(m.moe.num_experts / layout.ep) * d * m.expert_ffn() / t);
+    }
+    const auto cover = [&](double b) { return b > 0 ? (std::ceil(read / b) + 1) * b : 0; };
+    const double window = dense_bucket + (params.experts > 0 ? expert_bucket : 0);
+    const double held = std::max(cover(dense_bucket), cover(expert_bucket)) + setup.zero3_prefetch_buckets * window;
+    mem.zero3_gather = std::min(local_params, held) * setup.compute_bytes();
   }
   if (z >= 2) {
     // The blocks report gradients as they write them, in reverse flat order and cut at the buckets'

@@ -5,8 +5,9 @@
 //  * weights: fp32 master parameters (ZeRO-3: / data-parallel group), plus a 16-bit compute copy
 //    under bf16/fp16 (ZeRO-3: sharded too); gradients fp32 (ZeRO >= 2: sharded); AdamW m and v fp32
 //    (ZeRO >= 1: sharded). The data-parallel group is dp * ep for dense parameters, dp for experts.
-//  * ZeRO-3 gather buffers (compute precision): the buckets of the running layer (its parameters
-//    plus up to two buckets shared with its neighbours) plus zero3_prefetch_buckets gathered ahead.
+//  * ZeRO-3 gather buffers (compute precision): the buckets of the largest single weight read (as
+//    many whole buckets as a range of its length can touch) plus zero3_prefetch_buckets per group
+//    gathered ahead.
 //  * ZeRO-2/3 gradient buckets: the fp32 gradients of the largest unit (a layer, or the embedding
 //    table / head) plus two partly complete buckets, not yet reduce-scattered, and two staged
 //    buckets in flight (wire precision). Buckets: TrainingSetup::bucket_elements.

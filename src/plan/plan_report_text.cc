@@ -151,7 +151,7 @@ std::string format_explain(const PlanContext& ctx, const Evaluation& e) {
   mem_row("optimizer (AdamW m, v)", m.optimizer, l.zero_stage >= 1 ? "sharded (ZeRO-1+)" : "");
   if (m.zero3_gather > 0)
     mem_row("ZeRO-3 gathered buckets", m.zero3_gather,
-            fmt::format("running layer + {} prefetched bucket(s)", ctx.setup.zero3_prefetch_buckets));
+            fmt::format("weight being read + {} prefetched bucket(s) per group", ctx.setup.zero3_prefetch_buckets));
   if (m.grad_buckets > 0) mem_row("ZeRO gradient buckets", m.grad_buckets, "bucket being filled per group + staged buckets");
   mem_row("activations", m.activations,
           fmt::format("recompute {}, {:g} micro-batch(es) in flight ({})", recompute_name(l.recompute),

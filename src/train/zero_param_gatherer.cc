@@ -137,14 +137,17 @@ void ZeroParamGatherer::discard(int index) {
   units_[index].state = State::kReleased;
 }
 
-void ZeroParamGatherer::settle(ParamGroup g, const std::vector<int>& first) {
-  const std::vector<int> keep = window(g);
+void ZeroParamGatherer::evict(ParamGroup g, const std::vector<int>& keep) {
   for (int index : by_group_[int(g)]) {
     const Unit& u = units_[index];
     if (u.state == State::kReleased || u.users > 0) continue;
     if (std::find(keep.begin(), keep.end(), index) == keep.end()) discard(index);
   }
-  for (int index : first) start(index);  // what is read now goes out before the prefetch
+}
+
+void ZeroParamGatherer::settle(ParamGroup g) {
+  const std::vector<int> keep = window(g);
+  evict(g, keep);
   for (int index : keep) start(index);
 }
 
@@ -202,7 +205,15 @@ void ZeroParamGatherer::need(int param, size_t begin, size_t end) {
     r.expected = nullptr;  // the pass reads differently from its record: no window until it ends
   for (int index : units) ++units_[index].users;
   ++open_reads_;
-  settle(g, units);
+  // The last read's buckets stayed resident until now: a bucket shared with this read, or one the
+  // window wants back soon (w1, w3, w2 of consecutive experts), is not gathered again. The other
+  // group keeps only its window.
+  const std::vector<int> keep = window(g);
+  evict(g, keep);
+  const ParamGroup other = g == ParamGroup::kDense ? ParamGroup::kExpert : ParamGroup::kDense;
+  evict(other, window(other));
+  for (int index : units) start(index);  // what is read now goes out before the prefetch
+  for (int index : keep) start(index);
   for (int index : units) finish(index);
   note_peak();
   r.recording.push_back(std::move(units));
@@ -214,8 +225,7 @@ void ZeroParamGatherer::done(int param, size_t begin, size_t end) {
     MOE4D_CHECK_MSG(units_[index].users > 0, "parameter {} done without being needed", params_.info(param).name);
     --units_[index].users;
   }
-  --open_reads_;
-  settle(params_.info(param).group);
+  --open_reads_;  // the buckets stay until the next read or the pass's end decides (need, settle)
 }
 
 void ZeroParamGatherer::materialize_all() {

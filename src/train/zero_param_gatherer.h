@@ -6,10 +6,11 @@
 //   other ranks' slices bucket by bucket.
 // zero_stage 3: the values live in fp32 shards (P elements per group); the ParamStore's flat value
 //   range holds physical memory only for the buckets being read. Reads are announced per parameter
-//   range (model/layer_hooks.h values_needed / values_done): need() all-gathers the buckets holding
-//   the range (waiting for a prefetch started earlier, if any), done() releases the buckets no open
-//   read holds and the prefetch window does not keep (train/zero_memory.h). A bucket shared by
-//   neighbouring parameters, or by the head and the tied embedding table, is counted once.
+//   range (model/layer_hooks.h values_needed / values_done): need() first releases the buckets that
+//   no open read holds and the prefetch window does not keep (train/zero_memory.h) — the last read's
+//   stay until then, so a bucket shared with the next read is not gathered twice — then all-gathers
+//   the buckets holding the range (waiting for a prefetch started earlier, if any). A bucket shared
+//   by neighbouring parameters, or by the head and the tied embedding table, is counted once.
 //   Prefetch (DeepSpeed's stage3_prefetch_bucket_size, counted in buckets): each layer pass records
 //   the buckets of its reads, per group, keyed by (layer, forward or backward); the next time that
 //   pass runs, the recorded reads still ahead — the rest of this layer's, then the next layer's —
@@ -116,9 +117,10 @@ class ZeroParamGatherer {
   const Trace* trace_of(ParamGroup g, int layer, bool backward) const;
   // The first prefetch_ distinct buckets the pass will read next in group g.
   std::vector<int> window(ParamGroup g) const;
-  // Releases group g's buckets that no read holds and the window does not keep, then starts the
-  // gathers of `first` and of the window.
-  void settle(ParamGroup g, const std::vector<int>& first = {});
+  // Releases group g's buckets that no read holds and `keep` does not list.
+  void evict(ParamGroup g, const std::vector<int>& keep);
+  // evict(g, window(g)), then starts the window's gathers.
+  void settle(ParamGroup g);
   void start(int bucket);
   void finish(int bucket);
   void discard(int bucket);

@@ -238,8 +238,10 @@ TEST(Memory, StageMemoryByHandForEachZeroStage) {
   l.zero_stage = 3;
   const MemoryBreakdown z3 = stage_memory(m, s, l, c, 1, p1);
   EXPECT_DOUBLE_EQ(z3.weights, 4 * 540);
-  // The running layer's buckets (560 + 2 x 96) and two prefetched buckets, capped at 696.
-  EXPECT_DOUBLE_EQ(z3.zero3_gather, 696 * 4);
+  // The largest single read is the head, vocab / tp x d = 128 elements (qkv: 96, an expert: 64): as
+  // many expert buckets of 96 (312 / 4 dense, 384 / 4 expert) as it can touch, (2 + 1) x 96, plus
+  // two prefetched buckets per group, 2 x (78 + 96).
+  EXPECT_DOUBLE_EQ(z3.zero3_gather, (3 * 96 + 2 * (78 + 96)) * 4);
   EXPECT_DOUBLE_EQ(z3.grad_buckets, z2.grad_buckets);
   EXPECT_DOUBLE_EQ(z3.comm_buffers, 1536);
   // Small buckets: the terms follow the bucket, not the stage.
@@ -248,7 +250,7 @@ TEST(Memory, StageMemoryByHandForEachZeroStage) {
   sized.grad_bucket_size = 16;
   sized.zero3_prefetch_buckets = 1;
   const MemoryBreakdown z3s = stage_memory(m, sized, l, c, 1, p1);
-  EXPECT_DOUBLE_EQ(z3s.zero3_gather, (560 + 2 * 16 + 16) * 4);
+  EXPECT_DOUBLE_EQ(z3s.zero3_gather, ((128 / 16 + 1) * 16 + 2 * 16) * 4);
   EXPECT_DOUBLE_EQ(z3s.grad_buckets, 2 * (16 + 16 * 16) * 4 + 2 * 16 * 4);
   EXPECT_EQ(sized.bucket_count(312, 2), 20);
   EXPECT_DOUBLE_EQ(TrainingSetup{}.bucket_elements(1e12, 64), 64e6);  // Megatron: max(40M, 1M x 64)
