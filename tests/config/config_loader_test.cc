@@ -465,7 +465,9 @@ TEST(ConfigLoader, GradientBucketsBySizeOrCount) {
                                                                      "positive element count or bytes with a unit"),
               std::string::npos)
         << bad << ": " << error_of(base + "  grad_bucket_size: " + bad + "\n");
-  EXPECT_NE(error_of(base + "  zero3_prefetch_buckets: 0\n").find("parallel_config.zero3_prefetch_buckets"),
+  // 0 is no prefetch (each ZeRO-3 read gathers its own buckets); below that is refused.
+  EXPECT_EQ(error_of(base + "  zero3_prefetch_buckets: 0\n"), "");
+  EXPECT_NE(error_of(base + "  zero3_prefetch_buckets: -1\n").find("parallel_config.zero3_prefetch_buckets"),
             std::string::npos);
 }
 
