@@ -117,6 +117,7 @@ class Trainer {
   struct MemoryFigures {  // bytes this rank holds
     double params = 0, params_peak = 0, grads = 0, grads_peak = 0, optimizer = 0, activations = 0, rss_peak = 0;
     double formula_params = 0, formula_grads = 0, formula_optimizer = 0;
+    double replicas = 0;  // expert replica buffers (trainer_replication.cc)
   };
   void setup_zero();
   void begin_zero_step(int64_t step);
@@ -186,6 +187,7 @@ class Trainer {
   // started for every local MoE layer when the homes' values are resident (ZeRO 0-2).
   void begin_replica_step();
   void collect_replica_bytes();  // after the step's backward: bytes each layer's replicas moved
+  double replica_buffer_bytes() const;  // this rank's replica weights, gradients and staging
   nlohmann::json replication_record(const double* reduced) const;
   std::vector<ExpertPlacement> placements_;
   std::vector<std::vector<int64_t>> interval_load_;

@@ -66,6 +66,13 @@ void Trainer::begin_replica_step() {
   }
 }
 
+double Trainer::replica_buffer_bytes() const {
+  double bytes = 0;
+  for (MoeBlock* block : model_->moe_blocks())
+    if (ExpertReplicas* replicas = block->replicas()) bytes += double(replicas->buffer_bytes());
+  return bytes;
+}
+
 void Trainer::collect_replica_bytes() {
   if (!replicated()) return;
   for (MoeBlock* block : model_->moe_blocks()) {

@@ -53,6 +53,7 @@ struct Observed {
   double expert_imbalance = 0;                   // max / mean expert load, summed over the steps
   double cross_node = 0, cross_node_without = 0;  // rows sent to another node, summed over steps and layers
   std::vector<double> replica_bytes;              // per step, summed over the layers
+  double peak_replica_bytes = 0;                  // the memory record's replica buffers (largest rank)
 };
 
 Config base_config(const std::string& shard) {
@@ -79,6 +80,7 @@ Observed train(const Config& config, ParallelContext& pc, int steps, const std::
     const StepResult s = trainer.train_step();
     o.result.losses.push_back(s.loss);
     o.result.aux.push_back(s.aux_loss);
+    o.peak_replica_bytes = s.record["memory"]["peak_replica_bytes"].get<double>();
     for (const auto& layer : s.record["moe"]["layers"]) o.expert_imbalance += layer["imbalance"].get<double>();
     if (!s.record["moe"].contains("replication")) continue;
     o.replica_bytes.push_back(0);
@@ -170,6 +172,8 @@ TEST_P(ReplicationEquivalence, ReproducesSingleRankAndUnreplicatedRuns) {
   for (int l = 0; l < config.model.num_layers; ++l) layers += config.model.is_moe_layer(l);
   // Each layer lives on one pipeline stage: world / pp ranks move its replicas.
   const double expected = 4.0 * floats * (1 + returns) * (config.parallel.world_size() / layout.pp) * layers;
+  // The memory record holds at least the fetched weights and the gradient buffer of each layer.
+  EXPECT_GE(replicated.peak_replica_bytes, 2 * 4.0 * floats * layers);
   ASSERT_EQ(replicated.replica_bytes.size(), size_t(kSteps));
   for (double bytes : replicated.replica_bytes) EXPECT_EQ(bytes, expected);
 }
