@@ -156,7 +156,9 @@ TEST_P(ReplicationEquivalence, ReproducesSingleRankAndUnreplicatedRuns) {
   // Dropless only (a capacity caps the hot expert's rows by itself). The placement follows a load
   // that a training router changes from step to step, so only "lower" is asserted here; the margin
   // on a fixed skewed router is tests/moe/replication_skew_test.cc.
-  if (!layout.capacity) EXPECT_LT(replicated.busiest_with, 0.95 * replicated.busiest_without);
+  if (!layout.capacity) {
+    EXPECT_LT(replicated.busiest_with, 0.95 * replicated.busiest_without);
+  }
   // Across nodes the dispatch keeps a replicated expert's rows on the source's node where it can.
   if (layout.nodes_of > 0) {
     std::printf("%s: rows sent to another node %.0f with replicas, %.0f without\n", layout.name().c_str(),
