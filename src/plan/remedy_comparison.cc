@@ -71,7 +71,15 @@ std::string format_remedies(const RemedyComparison& c, const std::string& where)
                        e.time.step, base > 0 ? e.time.step / base : 0.0, format_gib(e.memory.total()), note);
   }
   if (c.winner < 0) {
-    out += "  none of them fits\n";
+    // Still say which would be fastest: a layout with more memory per device may make it fit.
+    int fastest = -1;
+    for (size_t i = 0; i < c.variants.size(); ++i) {
+      const RemedyVariant& v = c.variants[i];
+      if (!v.problem.empty() || v.evaluation.time.step <= 0) continue;
+      if (fastest < 0 || v.evaluation.time.step < c.variants[fastest].evaluation.time.step) fastest = int(i);
+    }
+    out += fastest < 0 ? "  none of them fits\n"
+                       : fmt::format("  none of them fits; fastest if memory allowed: {}\n", c.variants[fastest].name);
   } else {
     const RemedyVariant& w = c.variants[c.winner];
     out += fmt::format("  fastest that fits: {}", w.name);
