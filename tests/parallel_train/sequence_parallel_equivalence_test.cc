@@ -61,7 +61,7 @@ Config layout_config(const SpLayout& layout, const std::string& shard) {
   config.model.tie_embeddings = layout.tied;
   if (layout.options) {
     ModelConfig& m = config.model;
-    m.num_kv_heads = 2;
+    m.num_kv_heads = std::max(2, layout.tp);  // GQA where TP allows it: TP divides the KV heads
     m.moe.layer_freq = 1;
     m.moe.expert_ffn_hidden_size = 16;
     m.moe.shared_experts = 2;
@@ -69,7 +69,7 @@ Config layout_config(const SpLayout& layout, const std::string& shard) {
     m.moe.score_function = RouterScore::kSigmoid;
     m.moe.router_bias_update_rate = 0.002;
     m.moe.capacity_factor = 1.0;
-    m.moe.aux_loss_coeff = 0.05;
+    m.moe.aux_loss_coeff = 0.02;
   }
   ParallelConfig& p = config.parallel;
   p.data_parallel = layout.dp;
