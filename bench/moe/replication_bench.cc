@@ -100,6 +100,9 @@ double run(Layer& layer, ParallelContext& pc, const std::vector<float>& x, bool 
   layer.stats[0] = {.layer = 1, .tokens_per_expert = std::vector<double>(layer.model.moe.num_experts, 0.0)};
   BlockContext ctx{pc, layer.params, layer.model, layer.rope, saved, scratch, 1, layer.model.seq_length, 1.0f,
                    RecomputeGranularity::kNone, record ? &layer.stats : nullptr};
+  // One timed forward + backward is one step of one micro-batch: the replica weights are fetched
+  // again (inside the forward, as under ZeRO-3), as after an optimizer step.
+  if (ExpertReplicas* replicas = layer.block.replicas()) replicas->invalidate();
   MPI_Barrier(dynamic_cast<MpiCommunicator&>(*pc.ep).handle());
   const double t0 = MPI_Wtime();
   void* s = layer.block.forward(x.data(), out.data(), ctx);

@@ -6,7 +6,7 @@
 // slot p % slots_per_rank(). The first E / ep local slots of rank r are its *home* slots: logical
 // experts r * E/ep .. (r + 1) * E/ep - 1, exactly today's layout; they hold the parameters, their
 // gradients and optimizer state. The remaining R / ep local slots are *replica* slots: copies of any
-// logical expert, refreshed from its home before every forward. Homes never move, so a placement
+// logical expert, refreshed from its home once per step. Homes never move, so a placement
 // only ever changes replica slots, and checkpoints (which store the homes' parameters) are the same
 // for every R.
 //

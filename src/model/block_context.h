@@ -42,7 +42,9 @@ struct MoeLayerStats {
   // processed, with the replica placement and as they would have been without it; replica bytes
   // moved (weight fetch + gradient return) by all EP ranks.
   std::vector<double> rank_rows, rank_rows_without;
-  double replica_bytes = 0;
+  double replica_bytes = 0;  // filled in by the trainer after the backward
+  // Rows the dispatch sent to an EP rank on another node, and what it would send without replicas.
+  double cross_node_rows = 0, cross_node_rows_without = 0;
 };
 
 struct BlockContext {
@@ -67,6 +69,11 @@ struct BlockContext {
   // Told which gradient elements are final during backward (model/layer_hooks.h); set by the
   // Transformer's backward to its layer hooks, null: nobody listens.
   LayerHooks* grad_hooks = nullptr;
+  // Backward: the parameters' gradients are read (reduced) after this backward — the last one of the
+  // step under ZeRO 0/1, every one under ZeRO-2/3. Until then a block may hold gradient
+  // contributions it computed elsewhere (expert replicas: model/expert_replicas.h) and send them
+  // to their parameter's owner once.
+  bool grads_final = true;
 
   int tokens() const { return batch * seq; }
   bool sequence_sharded() const { return sequence_parallel && pc.tp_size() > 1; }

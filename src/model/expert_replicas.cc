@@ -10,13 +10,16 @@
 
 namespace moe4d {
 
-ExpertReplicas::ExpertReplicas(Communicator& ep_group, ExpertPlacement placement, ReplicaWeights weights)
+ExpertReplicas::ExpertReplicas(Communicator& ep_group, ExpertPlacement placement, ReplicaWeights weights,
+                               std::vector<int> rank_node)
     : group_(ep_group),
       placement_(std::move(placement)),
       w_(weights),
       me_(ep_group.rank()),
       ep_(ep_group.size()),
-      block_floats_(size_t(3) * weights.hidden * weights.local_ffn) {
+      block_floats_(size_t(3) * weights.hidden * weights.local_ffn),
+      rank_node_(std::move(rank_node)),
+      dispatch_(placement_, rank_node_) {
   MOE4D_CHECK_EQ(placement_.ep, ep_);
   const size_t free_slots = size_t(placement_.redundant / ep_);
   values_.assign(free_slots * block_floats_, 0.0f);
@@ -25,11 +28,13 @@ ExpertReplicas::ExpertReplicas(Communicator& ep_group, ExpertPlacement placement
 }
 
 void ExpertReplicas::set_placement(ExpertPlacement placement) {
-  MOE4D_CHECK(pending_ == nullptr);
+  MOE4D_CHECK(fetching_ == nullptr && returning_ == nullptr);
   MOE4D_CHECK(placement.experts == placement_.experts && placement.ep == ep_ &&
               placement.redundant == placement_.redundant);
   placement_ = std::move(placement);
   layout();
+  dispatch_ = ExpertDispatch(placement_, rank_node_);
+  fresh_ = false;  // other experts in the moved slots
 }
 
 void ExpertReplicas::layout() {
@@ -80,15 +85,17 @@ float* ExpertReplicas::grad(int local_slot, int which) {
 
 void ExpertReplicas::split_rows(const int* logical_offsets, int* row_slot, int* slot_row, int slots_total,
                                 int* physical_offsets, Arena& scratch) const {
-  const int S = placement_.slots(), rows = logical_offsets[placement_.experts];
+  const int S = placement_.slots(), E = placement_.experts, rows = logical_offsets[E];
+  // Each expert's rows [begin, end) for each of its copies, in the copies' slot order.
+  std::vector<std::vector<int>> ranges(E);
+  for (int e = 0; e < E; ++e)
+    dispatch_.split(e, me_, logical_offsets[e + 1] - logical_offsets[e], ranges[e]);
   int* perm = scratch.alloc_i32(std::max(rows, 1));  // old row -> new row
   int at = 0;
   for (int p = 0; p < S; ++p) {
-    const int e = placement_.slot_expert[p], m = placement_.replicas[e];
-    const int n = logical_offsets[e + 1] - logical_offsets[e];
-    const int chunk = ((copy_index_[p] - me_) % m + m) % m;  // copy j takes chunk (j - source) mod m
-    const int begin = logical_offsets[e] + int(int64_t(n) * chunk / m);
-    const int end = logical_offsets[e] + int(int64_t(n) * (chunk + 1) / m);
+    const int e = placement_.slot_expert[p];
+    const int begin = logical_offsets[e] + ranges[e][2 * size_t(copy_index_[p])];
+    const int end = logical_offsets[e] + ranges[e][2 * size_t(copy_index_[p]) + 1];
     physical_offsets[p] = at;
     for (int old = begin; old < end; ++old) perm[old] = at++;
   }
@@ -102,36 +109,50 @@ void ExpertReplicas::split_rows(const int* logical_offsets, int* row_slot, int* 
 }
 
 void ExpertReplicas::fetch_begin(const ParamStore& params) {
-  MOE4D_CHECK(pending_ == nullptr);
   const size_t df = size_t(w_.hidden) * w_.local_ffn;
   const float* src[3] = {params.value(w_.w1_id), params.value(w_.w3_id), params.value(w_.w2_id)};
   for (size_t i = 0; i < send_experts_.size(); ++i)
     for (int which = 0; which < 3; ++which)
       std::memcpy(send_.data() + i * block_floats_ + which * df, src[which] + size_t(send_experts_[i]) * df,
                   sizeof(float) * df);
-  pending_ = group_.all_to_all_v_async(send_.data(), send_counts_.data(), send_displs_.data(), values_.data(),
-                                       recv_counts_.data(), recv_displs_.data(), DType::kF32);
+  fetching_ = group_.all_to_all_v_async(send_.data(), send_counts_.data(), send_displs_.data(), values_.data(),
+                                        recv_counts_.data(), recv_displs_.data(), DType::kF32);
+  moved_floats_ += values_.size();
 }
 
-void ExpertReplicas::fetch_finish() {
-  MOE4D_CHECK(pending_ != nullptr);
-  pending_->wait();
-  pending_.reset();
+void ExpertReplicas::invalidate() {
+  if (fetching_) {  // a fetch nobody waited for (a pass that stopped early): finish it, then drop it
+    fetching_->wait();
+    fetching_.reset();
+  }
+  fresh_ = false;
 }
 
-void ExpertReplicas::zero_grads() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
+void ExpertReplicas::prefetch(const ParamStore& params) {
+  if (!fresh_ && !fetching_) fetch_begin(params);
+}
+
+void ExpertReplicas::weights_ready(const ParamStore& params) {
+  prefetch(params);
+  if (!fetching_) return;
+  fetching_->wait();
+  fetching_.reset();
+  fresh_ = true;
+}
 
 void ExpertReplicas::return_grads_begin() {
-  MOE4D_CHECK(pending_ == nullptr);
+  MOE4D_CHECK(returning_ == nullptr);
   // The fetch reversed: my replica gradients (grouped by home) go to the homes.
-  pending_ = group_.all_to_all_v_async(grads_.data(), recv_counts_.data(), recv_displs_.data(), home_grads_.data(),
-                                       send_counts_.data(), send_displs_.data(), DType::kF32);
+  returning_ = group_.all_to_all_v_async(grads_.data(), recv_counts_.data(), recv_displs_.data(), home_grads_.data(),
+                                         send_counts_.data(), send_displs_.data(), DType::kF32);
+  moved_floats_ += grads_.size();
 }
 
 void ExpertReplicas::return_grads_finish(ParamStore& params) {
-  MOE4D_CHECK(pending_ != nullptr);
-  pending_->wait();
-  pending_.reset();
+  MOE4D_CHECK(returning_ != nullptr);
+  returning_->wait();
+  returning_.reset();
+  std::fill(grads_.begin(), grads_.end(), 0.0f);  // the next micro-batches accumulate afresh
   const size_t df = size_t(w_.hidden) * w_.local_ffn;
   float* dst[3] = {params.grad(w_.w1_id), params.grad(w_.w3_id), params.grad(w_.w2_id)};
   // In peer order, so that the sum over the copies is formed in the same order on every run.
@@ -141,6 +162,19 @@ void ExpertReplicas::return_grads_finish(ParamStore& params) {
       const float* add = home_grads_.data() + i * block_floats_ + which * df;
       for (size_t x = 0; x < df; ++x) g[x] += add[x];
     }
+}
+
+std::pair<double, double> ExpertReplicas::cross_node_rows(const int* slot_counts) const {
+  const int S = placement_.slots();
+  const auto node = [&](int rank) { return rank_node_.empty() ? 0 : rank_node_[rank]; };
+  double with = 0, without = 0;
+  for (int src = 0; src < ep_; ++src)
+    for (int p = 0; p < S; ++p) {
+      const double n = slot_counts[size_t(src) * S + p];
+      if (node(placement_.rank_of_slot(p)) != node(src)) with += n;
+      if (node(placement_.home_rank(placement_.slot_expert[p])) != node(src)) without += n;
+    }
+  return {with, without};
 }
 
 void ExpertReplicas::rank_rows(const int* slot_counts, std::vector<double>& with, std::vector<double>& without) const {
@@ -153,6 +187,17 @@ void ExpertReplicas::rank_rows(const int* slot_counts, std::vector<double>& with
       with[placement_.rank_of_slot(p)] += n;
       without[placement_.home_rank(placement_.slot_expert[p])] += n;
     }
+}
+
+}  // namespace moe4d
+
+namespace moe4d {
+
+std::vector<int> ep_rank_nodes(const ParallelContext& pc) {
+  std::vector<int> nodes;
+  for (int rank : pc.grid.group(pc.rank, {ParallelDim::kEP}))
+    nodes.push_back(pc.ranks_per_node > 0 ? RankGrid::node_of(rank, pc.ranks_per_node) : 0);
+  return nodes;
 }
 
 }  // namespace moe4d

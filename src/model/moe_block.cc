@@ -102,7 +102,8 @@ MoeBlock::MoeBlock(int layer, const ModelConfig& model, ParallelContext& pc, Par
   if (const int R = redundant_slots(model, pc); R > 0)
     replicas_ = std::make_unique<ExpertReplicas>(
         *pc.ep, expert_placement_initial(int(e), ep, R),
-        ReplicaWeights{.w1_id = w1_id_, .w3_id = w3_id_, .w2_id = w2_id_, .hidden = int(d), .local_ffn = local_ffn_});
+        ReplicaWeights{.w1_id = w1_id_, .w3_id = w3_id_, .w2_id = w2_id_, .hidden = int(d), .local_ffn = local_ffn_},
+        ep_rank_nodes(pc));
 }
 
 BlockGemm MoeBlock::slot_gemm(int local_slot, int which, int first_expert) const {
@@ -186,7 +187,8 @@ void MoeBlock::experts_backward_weights(const ExpertExchangePlan& plan, const fl
   const int first_expert = ctx.pc.coord.ep * local_experts_;
   // Replica slots first: their gradients belong to experts homed elsewhere and must be in the
   // home's gradient before the home reports it ready to ZeRO's bucket reduction (below), so they are
-  // computed, sent home and added here, ahead of the home experts' weight GEMMs.
+  // computed, sent home and added here, ahead of the home experts' weight GEMMs — once the homes'
+  // gradients are about to be reduced (grads_final); until then they accumulate locally.
   if (replicas_) {
     for (int e = local_experts_; e < local_slots_; ++e) {
       const int begin = plan.expert_offsets[e], n = plan.expert_offsets[e + 1] - begin;
@@ -196,8 +198,10 @@ void MoeBlock::experts_backward_weights(const ExpertExchangePlan& plan, const fl
       block_matmul_weight_grad(ctx, slot_gemm(e, 0, first_expert), dh1 + rf, xr + rd, n, d, f);
       block_matmul_weight_grad(ctx, slot_gemm(e, 1, first_expert), dh3 + rf, xr + rd, n, d, f);
     }
-    replicas_->return_grads_begin();
-    replicas_->return_grads_finish(ctx.params);
+    if (ctx.grads_final) {
+      replicas_->return_grads_begin();
+      replicas_->return_grads_finish(ctx.params);
+    }
   }
   // Weight by weight in reverse flat order (w2, w3, w1; experts from the last down), so that ZeRO's
   // buckets of the expert group fill one after another (model/layer_hooks.h). An expert without
@@ -260,8 +264,9 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
     xn = full;
   }
   router_expert_counts(s->counts, s->topk_idx, T, E, k);
-  // Replica weights travel while the rows are planned and dispatched (waited for before the GEMMs).
-  if (replicas_) replicas_->fetch_begin(ctx.params);
+  // Replica weights (once per step) travel while the rows are planned and dispatched, unless the
+  // trainer's prefetch already started them (waited for before the GEMMs).
+  if (replicas_) replicas_->prefetch(ctx.params);
 
   int* expert_offsets = ctx.scratch.alloc_i32(E + 1);
   int* plan_scratch = ctx.scratch.alloc_i32(size_t(T) * k);
@@ -297,7 +302,7 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
   ExchangeTransferQueue arriving(plan.chunks, ctx.scratch), returning(plan.chunks, ctx.scratch);
   for (int c = 0; expert_parallel && c < plan.chunks; ++c)
     arriving.push(exchange_.dispatch_begin(c, xp, s->xr, d, plan, ctx.scratch));
-  if (replicas_) replicas_->fetch_finish();
+  if (replicas_) replicas_->weights_ready(ctx.params);
   for (int c = 0; c < plan.chunks; ++c) {
     if (expert_parallel) arriving.finish(c);
     experts_forward(plan.slices[c], s->xr, s->h1, s->h3, g, yr, ctx);
@@ -338,14 +343,13 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
     st->micro_batches += 1;
     if (replicas_) {
       if (ctx.pc.coord.ep == 0) {  // every EP rank knows the whole count matrix: one records it
-        // Fetch and gradient return of this micro-batch, by every EP and TP rank of the group.
-        st->replica_bytes +=
-            2.0 * sizeof(float) * double(replicas_->replica_floats()) * plan.ep * ctx.pc.tp_size();
         std::vector<double> with, without;
         replicas_->rank_rows(plan.counts, with, without);
         st->rank_rows.resize(with.size(), 0.0);
         st->rank_rows_without.resize(without.size(), 0.0);
         for (size_t r = 0; r < with.size(); ++r) st->rank_rows[r] += with[r], st->rank_rows_without[r] += without[r];
+        const auto [cross, cross_without] = replicas_->cross_node_rows(plan.counts);
+        st->cross_node_rows += cross, st->cross_node_rows_without += cross_without;
       }
     }
   }
@@ -383,7 +387,6 @@ void MoeBlock::backward(float* dx, const float* x_in, const void* saved, BlockCo
   float* dg = ctx.scratch.alloc_f32(size_t(R) * f);
   float* dh1 = ctx.scratch.alloc_f32(size_t(R) * f);
   float* dh3 = ctx.scratch.alloc_f32(size_t(R) * f);
-  if (replicas_) replicas_->zero_grads();
 
   // The forward's slice pipeline, carrying output gradients in and input gradients out.
   ExchangeTransferQueue arriving(plan.chunks, ctx.scratch), returning(plan.chunks, ctx.scratch);

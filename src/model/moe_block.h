@@ -80,6 +80,7 @@ class MoeBlock {
   // placement on every rank of the EP group.
   const ExpertPlacement* placement() const { return replicas_ ? &replicas_->placement() : nullptr; }
   void set_placement(ExpertPlacement placement) { replicas_->set_placement(std::move(placement)); }
+  ExpertReplicas* replicas() { return replicas_.get(); }  // null without redundant experts
 
  private:
   int capacity(int tokens) const;

@@ -151,8 +151,9 @@ TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place) {
     p2p = collective_seconds(c, Collective::kSendRecv, place.pp_hop, tokens * d * a / l.tp);
     if (l.tp > 1 && !l.sequence_parallel) p2p += collective_seconds(c, Collective::kAllGather, place.tp, tokens * d * a);
   }
-  // Replica slots: their weights come from the homes in forward and their gradients go back in
-  // backward, one all_to_all_v each per MoE layer and micro-batch (counted with the dispatch).
+  // Replica slots: their weights come from the homes once per step and their gradients go back
+  // once per step (ZeRO 0/1) or per micro-batch (ZeRO-2/3): one all_to_all_v each per MoE layer,
+  // averaged over the micro-batches and counted with the dispatch.
   const double replica_move =
       m.is_moe() ? collective_seconds(c, Collective::kAllToAll, place.ep,
                                       replica_transfer_bytes(m, l, setup.redundant_experts) / 2)

@@ -152,10 +152,16 @@ MemoryBreakdown stage_memory(const ModelConfig& m, const TrainingSetup& setup, c
   if (layout.pp > 1) mem.comm_buffers += 2 * tokens * m.hidden_size * a / (layout.sequence_parallel ? layout.tp : 1);
   if (layout.ep > 1 && params.moe_layers > 0)
     mem.comm_buffers += 2 * device_routed_rows(m, setup, layout, tokens) * m.hidden_size * a;
-  // Replica slots: fp32 weights and a gradient buffer per MoE layer, no optimizer state.
+  // Replica slots: fp32 weights and a gradient buffer per MoE layer, no optimizer state; the home
+  // side's send / receive staging for its experts' copies on other devices.
   const double replicas = replica_weight_bytes(m, layout, setup.redundant_experts) * params.moe_layers;
   mem.weights += replicas;
   mem.gradients += replicas;
+  if (replicas > 0) {
+    const double per_slot = replicas / (setup.redundant_experts / layout.ep);
+    mem.comm_buffers += 2 * per_slot *
+                        replica_staging_slots(m, setup.expert_imbalance, layout.ep, setup.redundant_experts);
+  }
   // ZeRO 0/1 compressed: the kMaxInFlight 16-bit staging buckets of the all-reduce.
   if (z < 2 && setup.grad_compression != GradCompression::kNone) mem.comm_buffers += 2 * bucket * setup.grad_reduce_bytes();
   mem.reserve = cluster.memory_reserve_fraction * cluster.device.memory_bytes;

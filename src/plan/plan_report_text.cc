@@ -63,11 +63,10 @@ std::string replication_lines(const PlanContext& ctx) {
   return fmt::format(
       "replication: {} redundant expert slots per MoE layer; busiest EP device's rows over the balanced share "
       "{}\n"
-      "  cost per replica slot and MoE layer (tp 1): {:.1f} MiB weights + {:.1f} MiB gradient buffer, {:.1f} MiB "
-      "fetched per micro-batch and as much returned (both in the table's memory and time)\n"
-      "  vs the other remedies: a larger aux loss would have to bring the share down by moving tokens to other "
-      "experts (it changes the model's routing); a smaller EP spreads the skew over fewer, fuller devices; "
-      "replication changes neither, and the layouts below are ranked with it\n",
+      "  cost per replica slot and MoE layer (tp 1): {:.1f} MiB weights + {:.1f} MiB gradient buffer (+ the home's "
+      "staging), {:.1f} MiB fetched once per step and as much returned once per step (ZeRO 0/1) or per "
+      "micro-batch (ZeRO-2/3); all in the table's memory and time, and the remedies below compare it with a "
+      "smaller EP and a larger aux loss\n",
       R, shares, slot_mib, slot_mib, slot_mib);
 }
 

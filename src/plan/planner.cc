@@ -11,6 +11,7 @@
 #include "plan/layout_export.h"
 #include "plan/model_source.h"
 #include "plan/plan_report.h"
+#include "plan/remedy_comparison.h"
 
 namespace moe4d {
 namespace {
@@ -21,6 +22,22 @@ ClusterSpec resolve_cluster(const std::string& arg) {
 }
 
 std::string dump(const nlohmann::json& doc) { return doc.dump(2) + "\n"; }
+
+// 1-based rank of the best row with EP > 1 among those returned; 0 if none.
+int first_expert_parallel(const SearchResult& result) {
+  for (size_t i = 0; i < result.ranked.size(); ++i)
+    if (result.ranked[i].layout.ep > 1) return int(i) + 1;
+  return 0;
+}
+
+// One layout in full, with the remedies for a skew when --redundant-experts asks for them.
+std::string explained(const PlanContext& ctx, const Evaluation& e, bool json) {
+  const RemedyComparison remedies = compare_remedies(ctx, e.layout);
+  if (!json) return format_explain(ctx, e) + format_remedies(remedies);
+  nlohmann::json doc = evaluation_json(ctx, e);
+  if (!remedies.variants.empty()) doc["remedies"] = remedies_json(remedies);
+  return dump(doc);
+}
 
 struct Resolved {
   PlanContext ctx;
@@ -128,8 +145,7 @@ std::string run_plan(const PlanRequest& request) {
     if (!problem.empty()) fail("layout {} cannot run: {}", layout_to_string(layout), problem);
     if (export_format) return export_layout(*export_format, ctx, layout, resolved.config);
     LayoutEvaluator evaluator(ctx);
-    const Evaluation e = evaluator.evaluate(layout);
-    return request.json ? dump(evaluation_json(ctx, e)) : format_explain(ctx, e);
+    return explained(ctx, evaluator.evaluate(layout), request.json);
   }
 
   const int rows = std::max(request.top, request.explain);
@@ -143,14 +159,31 @@ std::string run_plan(const PlanRequest& request) {
       fail("--explain {}: only {} layouts fit", rank, result.ranked.size());
     const Evaluation& chosen = result.ranked[rank - 1];
     if (export_format) return export_layout(*export_format, ctx, chosen.layout, resolved.config);
-    return request.json ? dump(evaluation_json(ctx, chosen)) : format_explain(ctx, chosen);
+    return explained(ctx, chosen, request.json);
   }
   if (request.json) {
     SearchResult shown = result;
     shown.ranked.resize(std::min<size_t>(shown.ranked.size(), request.top));
-    return dump(search_json(ctx, shown, request.show_rejected));
+    nlohmann::json doc = search_json(ctx, shown, request.show_rejected);
+    if (const int rank = first_expert_parallel(result); rank > 0)
+      if (const RemedyComparison c = compare_remedies(ctx, result.ranked[rank - 1].layout); !c.variants.empty()) {
+        doc["remedies"] = remedies_json(c);
+        doc["remedies"]["rank"] = rank;
+      }
+    return dump(doc);
   }
   std::string out = format_ranked_table(ctx, result);
+  if (ctx.setup.redundant_experts > 0) {
+    // Replication only acts on an expert-parallel layout: the best row that is one.
+    if (const int rank = first_expert_parallel(result); rank > 0) {
+      out += format_remedies(compare_remedies(ctx, result.ranked[rank - 1].layout),
+                             rank == 1 ? "the best row" : fmt::format("row {}, the best with EP > 1; the rows above "
+                                                                      "have no expert skew to remedy", rank));
+    } else if (!result.ranked.empty()) {
+      out += fmt::format("\nremedies: none of the {} rows uses EP > 1, so the skew costs them nothing and "
+                         "replication has nothing to do\n", result.ranked.size());
+    }
+  }
   if (request.show_rejected && !result.ranked.empty()) out += "\nrefused splits:\n" + format_rejected(result);
   return out;
 }

@@ -183,6 +183,7 @@ void StepExecutor::backward(const PipelineAction& a, const float* dx_out, const 
                    micro_batch_size_, config_.model.seq_length, pass.grad_scale, pass.recompute, pass.stats};
   ctx.numerics = numerics_;
   ctx.sequence_parallel = config_.parallel.sequence_parallel;
+  ctx.grads_final = last_of_chunk || config_.parallel.zero_stage >= 2;
   GradSync* sync = pass.sync;
   GradReadyFn on_ready;
   if (last_of_chunk) on_ready = [sync](int layer) { sync->on_layer_ready(layer); };

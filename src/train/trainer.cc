@@ -139,13 +139,14 @@ StepResult Trainer::train_step() {
     phase_start = now;
   };
   begin_zero_step(step);  // zeroes the gradients (trainer_zero.cc)
+  begin_replica_step();
   for (MoeLayerStats& s : moe_stats_) {
     std::fill(s.tokens_per_expert.begin(), s.tokens_per_expert.end(), 0.0);
     s.dropped_slots = s.routed_slots = s.aux_loss = s.z_loss = 0;
     s.micro_batches = 0;
     std::fill(s.rank_rows.begin(), s.rank_rows.end(), 0.0);
     std::fill(s.rank_rows_without.begin(), s.rank_rows_without.end(), 0.0);
-    s.replica_bytes = 0;
+    s.replica_bytes = s.cross_node_rows = s.cross_node_rows_without = 0;
   }
 
   const MicroBatchFill fill = [&](int index, int* tokens, int* targets) {
@@ -162,6 +163,7 @@ StepResult Trainer::train_step() {
   if (traced) tracer_->add_actions(executor_->last_trace());
   grad_sync_->finish();
   phase("gradient sync");
+  collect_replica_bytes();
   MOE4D_CHECK_MSG(!gemm16_ || gemm16_->calls() > 0, "train.precision is 16-bit but no block GEMM used it");
 
   // One world reduction carries the step's scalars and the expert load. Each value is contributed by
@@ -314,6 +316,7 @@ double Trainer::evaluate() {
       sample_eval_window(*valid_data_, int64_t(index) * b + i, windows, S, tokens + size_t(i) * S,
                          targets + size_t(i) * S);
   };
+  begin_replica_step();
   executor_->set_numerics({.gemm = gemm16_.get()});  // the training precision, without fault injection
   const double ce_sum = executor_->evaluate(fill, pc_.data_replica() * per_replica, per_replica);
   double total = pc_.coord.tp == 0 ? ce_sum : 0.0;

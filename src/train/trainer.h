@@ -117,6 +117,7 @@ class Trainer {
   struct MemoryFigures {  // bytes this rank holds
     double params = 0, params_peak = 0, grads = 0, grads_peak = 0, optimizer = 0, activations = 0, rss_peak = 0;
     double formula_params = 0, formula_grads = 0, formula_optimizer = 0;
+    double replicas = 0;  // expert replica buffers (trainer_replication.cc)
   };
   void setup_zero();
   void begin_zero_step(int64_t step);
@@ -179,9 +180,14 @@ class Trainer {
   // every MoE layer (each rank computes all of them from the all-reduced load, so they agree and rank
   // 0 can report layers of other stages) and the integer load summed since the last rebalance.
   bool replicated() const;
-  size_t replication_stride() const;  // reduced values per MoE layer: rows per EP rank with / without, bytes
+  size_t replication_stride() const;  // reduced values per MoE layer: rows per EP rank with / without, bytes, cross-node rows
   void pack_replication_stats(double* out) const;
   void rebalance_experts(const std::vector<double>& load, int64_t step);
+  // Before every step and evaluation: replica weights are stale (the optimizer ran), their fetch is
+  // started for every local MoE layer when the homes' values are resident (ZeRO 0-2).
+  void begin_replica_step();
+  void collect_replica_bytes();  // after the step's backward: bytes each layer's replicas moved
+  double replica_buffer_bytes() const;  // this rank's replica weights, gradients and staging
   nlohmann::json replication_record(const double* reduced) const;
   std::vector<ExpertPlacement> placements_;
   std::vector<std::vector<int64_t>> interval_load_;

@@ -15,7 +15,7 @@ namespace moe4d {
 
 bool Trainer::replicated() const { return config_.model.is_moe() && config_.model.moe.redundant_experts > 0 && pc_.ep_size() > 1; }
 
-size_t Trainer::replication_stride() const { return replicated() ? 2 * size_t(pc_.ep_size()) + 1 : 0; }
+size_t Trainer::replication_stride() const { return replicated() ? 2 * size_t(pc_.ep_size()) + 3 : 0; }
 
 void Trainer::pack_replication_stats(double* out) const {
   if (!replicated()) return;
@@ -26,6 +26,8 @@ void Trainer::pack_replication_stats(double* out) const {
     for (size_t r = 0; r < s.rank_rows.size() && r < ep; ++r) at[r] = s.rank_rows[r];
     for (size_t r = 0; r < s.rank_rows_without.size() && r < ep; ++r) at[ep + r] = s.rank_rows_without[r];
     at[2 * ep] = s.replica_bytes;
+    at[2 * ep + 1] = s.cross_node_rows;
+    at[2 * ep + 2] = s.cross_node_rows_without;
   }
 }
 
@@ -48,6 +50,38 @@ void Trainer::rebalance_experts(const std::vector<double>& load, int64_t step) {
   for (MoeBlock* block : model_->moe_blocks()) {
     const size_t i = std::find(moe_layers_.begin(), moe_layers_.end(), block->layer()) - moe_layers_.begin();
     if (!(*block->placement() == placements_[i])) block->set_placement(placements_[i]);
+  }
+}
+
+void Trainer::begin_replica_step() {
+  if (!replicated()) return;
+  // ZeRO-3 holds the homes' values only around their layer: the layer's forward fetches then.
+  const bool resident = config_.parallel.zero_stage < 3;
+  for (MoeBlock* block : model_->moe_blocks()) {
+    ExpertReplicas* replicas = block->replicas();
+    if (!replicas) continue;
+    replicas->take_moved_floats();  // an evaluation's fetch is not part of the next step's record
+    replicas->invalidate();
+    if (resident) replicas->prefetch(params_);
+  }
+}
+
+double Trainer::replica_buffer_bytes() const {
+  double bytes = 0;
+  for (MoeBlock* block : model_->moe_blocks())
+    if (ExpertReplicas* replicas = block->replicas()) bytes += double(replicas->buffer_bytes());
+  return bytes;
+}
+
+void Trainer::collect_replica_bytes() {
+  if (!replicated()) return;
+  for (MoeBlock* block : model_->moe_blocks()) {
+    ExpertReplicas* replicas = block->replicas();
+    if (!replicas) continue;
+    const double bytes = double(sizeof(float)) * double(replicas->take_moved_floats());
+    // This rank's bytes, for all TP ranks (only TP rank 0 contributes to the reduction).
+    for (MoeLayerStats& s : moe_stats_)
+      if (s.layer == block->layer()) s.replica_bytes = bytes * pc_.tp_size();
   }
 }
 
@@ -76,9 +110,11 @@ nlohmann::json Trainer::replication_record(const double* reduced) const {
                       {"max_mean", max_mean(with)},
                       {"max_mean_without", max_mean(without)},
                       {"replica_bytes", at[2 * ep]},
+                      {"cross_node_rows", at[2 * ep + 1]},
+                      {"cross_node_rows_without", at[2 * ep + 2]},
                       {"next_placement", slots},
                       {"replicas", p.replicas},
-                      // Replica weights are fetched from their homes in every forward (counted in
+                      // Replica weights are fetched from their homes once per step (counted in
                       // replica_bytes) and carry no optimizer state, so a rebalance moves no extra
                       // bytes: the next fetch simply brings other experts into the moved slots.
                       {"moved_slots", moved}});

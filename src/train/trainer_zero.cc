@@ -103,16 +103,17 @@ Trainer::MemoryFigures Trainer::memory_figures() const {
   f.formula_params = double(formula.params);
   f.formula_grads = double(formula.grads);
   f.formula_optimizer = double(formula.optimizer);
+  f.replicas = replica_buffer_bytes();
   return f;
 }
 
 nlohmann::json Trainer::memory_record() {
   // Bytes this rank holds, gathered from every rank (collective over the world).
-  constexpr int kFields = 11;
+  constexpr int kFields = 12;
   const MemoryFigures f = memory_figures();
   const double mine[kFields] = {f.params, f.params_peak, f.grads, f.grads_peak, f.optimizer, f.activations,
                                 f.rss_peak, f.formula_params, f.formula_grads, f.formula_optimizer,
-                                double(params_.total_numel())};
+                                double(params_.total_numel()), f.replicas};
   std::vector<double> all(kFields * size_t(pc_.world->size()));
   pc_.world->all_gather(mine, all.data(), kFields, DType::kF64);
   nlohmann::json per_rank = nlohmann::json::array();
@@ -124,18 +125,19 @@ nlohmann::json Trainer::memory_record() {
                         {"grads_peak_bytes", m[3]},
                         {"optimizer_bytes", m[4]},
                         {"activations_peak_bytes", m[5]},
-                        {"model_state_and_activations_bytes", m[0] + m[2] + m[4] + m[5]},
-                        {"peak_bytes", m[1] + m[3] + m[4] + m[5]},
+                        {"replica_bytes", m[11]},
+                        {"model_state_and_activations_bytes", m[0] + m[2] + m[4] + m[5] + m[11]},
+                        {"peak_bytes", m[1] + m[3] + m[4] + m[5] + m[11]},
                         {"rss_peak_bytes", m[6]},
                         {"formula", {{"params_bytes", m[7]}, {"grads_bytes", m[8]}, {"optimizer_bytes", m[9]}}},
                         {"local_params", m[10]}});
   }
   // The largest rank's peak per category: what a card must hold during a step.
-  double most[6] = {0, 0, 0, 0, 0, 0};
+  double most[7] = {0, 0, 0, 0, 0, 0, 0};
   for (int r = 0; r < pc_.world->size(); ++r) {
     const double* m = all.data() + kFields * size_t(r);
-    const double peaks[6] = {m[1], m[3], m[4], m[5], m[1] + m[3] + m[4], m[1] + m[3] + m[4] + m[5]};
-    for (int i = 0; i < 6; ++i) most[i] = std::max(most[i], peaks[i]);
+    const double peaks[7] = {m[1], m[3], m[4], m[5], m[1] + m[3] + m[4], m[1] + m[3] + m[4] + m[5] + m[11], m[11]};
+    for (int i = 0; i < 7; ++i) most[i] = std::max(most[i], peaks[i]);
   }
   nlohmann::json bucket_elements = nlohmann::json::object();
   for (ParamGroup g : {ParamGroup::kDense, ParamGroup::kExpert})
@@ -148,6 +150,7 @@ nlohmann::json Trainer::memory_record() {
           {"peak_activations_bytes", most[3]},
           {"peak_model_state_bytes", most[4]},
           {"peak_bytes", most[5]},
+          {"peak_replica_bytes", most[6]},
           {"grad_bucket_elements", bucket_elements},
           {"grad_buckets", zero_layout_->buckets().size()},
           {"zero3_prefetch_buckets", config_.parallel.zero3_prefetch_buckets},

@@ -32,6 +32,7 @@ constexpr float kHotBias = 0.08f;  // on expert 0 of 8: measured 3.6-4x the mean
 struct ReplicationLayout {
   int ep = 2, tp = 1, dp = 1, pp = 1, zero = 0, redundant = 2, chunks = 1;
   bool capacity = false, recompute = false, sequence_parallel = false;
+  int nodes_of = 0;  // > 0: simulated nodes of that many ranks (parallel.local_worker_num)
   std::string name() const {
     std::string n = "ep" + std::to_string(ep) + "_tp" + std::to_string(tp) + "_dp" + std::to_string(dp) + "_pp" +
                     std::to_string(pp) + "_r" + std::to_string(redundant);
@@ -40,6 +41,7 @@ struct ReplicationLayout {
     if (chunks > 1) n += "_chunks" + std::to_string(chunks);
     if (recompute) n += "_recompute";
     if (sequence_parallel) n += "_sp";
+    if (nodes_of > 0) n += "_nodes_of" + std::to_string(nodes_of);
     return n;
   }
 };
@@ -49,6 +51,9 @@ struct Observed {
   int moved_slots = 0, rebalances_seen = 0;
   double busiest_with = 0, busiest_without = 0;  // summed over the steps after the first rebalance
   double expert_imbalance = 0;                   // max / mean expert load, summed over the steps
+  double cross_node = 0, cross_node_without = 0;  // rows sent to another node, summed over steps and layers
+  std::vector<double> replica_bytes;              // per step, summed over the layers
+  double peak_replica_bytes = 0;                  // the memory record's replica buffers (largest rank)
 };
 
 Config base_config(const std::string& shard) {
@@ -75,9 +80,14 @@ Observed train(const Config& config, ParallelContext& pc, int steps, const std::
     const StepResult s = trainer.train_step();
     o.result.losses.push_back(s.loss);
     o.result.aux.push_back(s.aux_loss);
+    o.peak_replica_bytes = s.record["memory"]["peak_replica_bytes"].get<double>();
     for (const auto& layer : s.record["moe"]["layers"]) o.expert_imbalance += layer["imbalance"].get<double>();
     if (!s.record["moe"].contains("replication")) continue;
+    o.replica_bytes.push_back(0);
     for (const auto& layer : s.record["moe"]["replication"]["layers"]) {
+      o.cross_node += layer["cross_node_rows"].get<double>();
+      o.cross_node_without += layer["cross_node_rows_without"].get<double>();
+      o.replica_bytes.back() += layer["replica_bytes"].get<double>();
       if (rebalanced) {
         const auto with = layer["rank_tokens"].get<std::vector<double>>();
         const auto without = layer["rank_tokens_without"].get<std::vector<double>>();
@@ -105,6 +115,7 @@ Config with_layout(Config c, const ReplicationLayout& l) {
   if (l.capacity) c.model.moe.capacity_factor = 1.25;
   if (l.recompute) c.parallel.recompute = RecomputeGranularity::kFull;
   c.parallel.sequence_parallel = l.sequence_parallel;
+  c.parallel.local_worker_num = l.nodes_of;
   return c;
 }
 
@@ -145,7 +156,28 @@ TEST_P(ReplicationEquivalence, ReproducesSingleRankAndUnreplicatedRuns) {
   // Dropless only (a capacity caps the hot expert's rows by itself). The placement follows a load
   // that a training router changes from step to step, so only "lower" is asserted here; the margin
   // on a fixed skewed router is tests/moe/replication_skew_test.cc.
-  if (!layout.capacity) EXPECT_LT(replicated.busiest_with, 0.95 * replicated.busiest_without);
+  if (!layout.capacity) {
+    EXPECT_LT(replicated.busiest_with, 0.95 * replicated.busiest_without);
+  }
+  // Across nodes the dispatch keeps a replicated expert's rows on the source's node where it can.
+  if (layout.nodes_of > 0) {
+    std::printf("%s: rows sent to another node %.0f with replicas, %.0f without\n", layout.name().c_str(),
+                replicated.cross_node, replicated.cross_node_without);
+    EXPECT_LT(replicated.cross_node, 0.9 * replicated.cross_node_without);
+  }
+  // Replica weights move once per step; their gradients once per step under ZeRO 0/1, once per
+  // micro-batch under ZeRO-2/3 (which reduce every micro-batch). All ranks, all MoE layers.
+  const double floats = double(layout.redundant / layout.ep) * 3 * config.model.hidden_size *
+                        double(config.model.expert_ffn() / layout.tp);
+  const int returns = layout.zero >= 2 ? config.parallel.micro_batch_num : 1;
+  int layers = 0;
+  for (int l = 0; l < config.model.num_layers; ++l) layers += config.model.is_moe_layer(l);
+  // Each layer lives on one pipeline stage: world / pp ranks move its replicas.
+  const double expected = 4.0 * floats * (1 + returns) * (config.parallel.world_size() / layout.pp) * layers;
+  // The memory record holds at least the fetched weights and the gradient buffer of each layer.
+  EXPECT_GE(replicated.peak_replica_bytes, 2 * 4.0 * floats * layers);
+  ASSERT_EQ(replicated.replica_bytes.size(), size_t(kSteps));
+  for (double bytes : replicated.replica_bytes) EXPECT_EQ(bytes, expected);
 }
 
 TEST(ReplicationEquivalenceSize2, MatchesTheUnreplicatedEp2Run) {
@@ -211,6 +243,7 @@ TEST(ReplicationCheckpointSize2, ResumesWithAnotherRedundantExpertCount) {
 const ReplicationLayout kTwoRanks[] = {
     {.ep = 2, .redundant = 2},
     {.ep = 2, .redundant = 4, .chunks = 2, .capacity = true, .recompute = true},
+    {.ep = 2, .zero = 1, .redundant = 2, .nodes_of = 1},
 };
 const ReplicationLayout kFourRanks[] = {
     {.ep = 4, .redundant = 4},
@@ -218,6 +251,7 @@ const ReplicationLayout kFourRanks[] = {
     {.ep = 2, .tp = 2, .redundant = 2, .sequence_parallel = true},
     {.ep = 2, .dp = 2, .zero = 3, .redundant = 2},
     {.ep = 2, .pp = 2, .redundant = 2},
+    {.ep = 4, .redundant = 4, .nodes_of = 2},
 };
 
 auto layout_name = [](const ::testing::TestParamInfo<ReplicationLayout>& info) { return info.param.name(); };

@@ -160,6 +160,56 @@ TEST(Planner, RedundantExpertsTakeRowsOffTheBusiestRank) {
   EXPECT_EQ(error_of([&] { run_plan(r); }).rfind("--redundant-experts -1: expected", 0), 0u);
 }
 
+// With --redundant-experts the planner times the articles' three remedies on one layout: replication,
+// the same devices with EP halved, and a larger aux loss (an assumed halving of the excess), and
+// names the fastest that fits.
+TEST(Planner, ComparesReplicationWithASmallerEpAndALargerAuxLoss) {
+  PlanRequest r;
+  r.model = "mixtral-8x7b";
+  r.cluster = "dgx-h100";
+  r.expert_imbalance = 1.6;
+  r.redundant_experts = 8;
+  r.json = true;
+  const nlohmann::json doc = nlohmann::json::parse(run_plan(r));
+  ASSERT_TRUE(doc.contains("remedies")) << doc.dump();
+  const nlohmann::json& remedies = doc["remedies"];
+  const nlohmann::json& v = remedies["variants"];
+  ASSERT_EQ(v.size(), 4u);
+  const char* names[] = {"none", "replication", "smaller EP", "aux loss"};
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(v[i]["remedy"], names[i]);
+  // The comparison runs on the best row with EP > 1.
+  const nlohmann::json& row = doc["ranked"][remedies["rank"].get<int>() - 1]["layout"];
+  EXPECT_GT(row["ep"].get<int>(), 1);
+  EXPECT_EQ(v[0]["busiest_share"], 1.6);
+  EXPECT_LT(v[1]["busiest_share"].get<double>(), 1.1);
+  EXPECT_EQ(v[1]["redundant_experts"], 8);
+  EXPECT_NEAR(v[3]["busiest_share"].get<double>(), 1.3, 1e-12);
+  EXPECT_LT(v[2]["busiest_share"].get<double>(), 1.6);
+  EXPECT_LT(v[1]["step_seconds"].get<double>(), v[0]["step_seconds"].get<double>());
+  EXPECT_GT(v[1]["memory_bytes"].get<double>(), v[0]["memory_bytes"].get<double>());
+  // The winner is the fastest variant that fits.
+  std::string fastest;
+  double best = 0;
+  for (const auto& x : v)
+    if (x.value("fits", false) && (fastest.empty() || x["step_seconds"].get<double>() < best))
+      fastest = x["remedy"], best = x["step_seconds"];
+  EXPECT_EQ(remedies["winner"], fastest);
+  // Text: the same table, the winner and the labelled assumption.
+  r.json = false;
+  const std::string text = run_plan(r);
+  EXPECT_NE(text.find("fastest that fits: " + fastest), std::string::npos) << text;
+  EXPECT_NE(text.find("a guess, not a model"), std::string::npos) << text;
+  // A given EP 2 layout: halving EP leaves every expert on every device, no skew.
+  r.json = true;
+  r.layout = row["string"].get<std::string>();
+  r.layout.replace(r.layout.find("ep=" + std::to_string(row["ep"].get<int>())), 4, "ep=2");
+  r.layout.replace(r.layout.find("dp=" + std::to_string(row["dp"].get<int>())), 4,
+                   "dp=" + std::to_string(row["dp"].get<int>() * row["ep"].get<int>() / 2));
+  const nlohmann::json ep2 = nlohmann::json::parse(run_plan(r));
+  ASSERT_TRUE(ep2.contains("remedies")) << r.layout;
+  EXPECT_EQ(ep2["remedies"]["variants"][2]["busiest_share"], 1.0);
+}
+
 TEST(Planner, ExplainShowsOneRowInFull) {
   PlanRequest r = articles_request();
   r.top = 3;
