@@ -92,8 +92,9 @@ void router_expert_counts(int* counts, const int* topk_idx, int tokens, int expe
 
 // E * sum_i f_i P_i = E / (T^2 k) * sum_{t,i} counts_i * q[t, i], q the token's normalised scores.
 float router_aux_loss(const float* scores, const int* counts, int tokens, int experts, int k,
-                      const RouterScoring& scoring) {
+                      const RouterScoring& scoring, int total_tokens) {
   if (tokens == 0) return 0.0f;
+  const double all = total_tokens > 0 ? total_tokens : tokens;
   double acc = 0.0;
   for (int t = 0; t < tokens; ++t) {
     const float* p = scores + static_cast<int64_t>(t) * experts;
@@ -104,14 +105,14 @@ float router_aux_loss(const float* scores, const int* counts, int tokens, int ex
     }
     acc += scoring.sigmoid ? (total > 0.0 ? row / total : 0.0) : row;
   }
-  return static_cast<float>(acc * experts / (static_cast<double>(tokens) * tokens * k));
+  return static_cast<float>(acc * experts / (all * all * k));
 }
 
-float router_z_loss(const float* lse, int tokens) {
+float router_z_loss(const float* lse, int tokens, int total_tokens) {
   if (tokens == 0) return 0.0f;
   double acc = 0.0;
   for (int t = 0; t < tokens; ++t) acc += static_cast<double>(lse[t]) * lse[t];
-  return static_cast<float>(acc / tokens);
+  return static_cast<float>(acc / (total_tokens > 0 ? total_tokens : tokens));
 }
 
 // Per token, with scores p (softmax) or s (sigmoid), picks e_j, S = sum_j p[e_j], w_j = p[e_j] / S
@@ -125,12 +126,12 @@ float router_z_loss(const float* lse, int tokens) {
 // and the z-loss: dl[e] += z_coef * 2 lse / T * softmax(l)[e]      (d lse / d l[e] = softmax(l)[e]).
 void router_backward(float* dlogits, const float* dtopk_w, const float* scores, const float* lse, const int* topk_idx,
                      const float* topk_w, const int* counts, int tokens, int experts, int k, float aux_coef,
-                     float z_coef, const RouterScoring& scoring, const float* logits) {
+                     float z_coef, const RouterScoring& scoring, const float* logits, int total_tokens) {
   if (tokens == 0) return;
   MOE4D_CHECK_MSG(!scoring.sigmoid || logits != nullptr, "sigmoid router backward needs the logits");
-  const float aux_scale =
-      static_cast<float>(static_cast<double>(aux_coef) * experts / (static_cast<double>(tokens) * tokens * k));
-  const float z_scale = 2.0f * z_coef / static_cast<float>(tokens);
+  const double all = total_tokens > 0 ? total_tokens : tokens;
+  const float aux_scale = static_cast<float>(static_cast<double>(aux_coef) * experts / (all * all * k));
+  const float z_scale = 2.0f * z_coef / static_cast<float>(all);
   for (int t = 0; t < tokens; ++t) {
     const float* p = scores + static_cast<int64_t>(t) * experts;
     float* dl = dlogits + static_cast<int64_t>(t) * experts;  // holds dp until the score step

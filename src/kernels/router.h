@@ -30,19 +30,28 @@ void router_expert_counts(int* counts, const int* topk_idx, int tokens, int expe
 // the token's scores normalised to sum 1 over the experts: the softmax probabilities themselves, or
 // sigmoid scores s[t, i] / sum_e s[t, e] (DeepSeek-V3's complementary balance loss, taken over the
 // micro-batch's tokens).
+//
+// Shards (total_tokens > 0): `scores` are `tokens` rows of a micro-batch of total_tokens tokens (a
+// TP rank's sequence shard under sequence parallelism) and `counts` are those of all total_tokens.
+// The result is this shard's share: E / (total^2 k) * sum over its rows, so the shares of disjoint
+// shards sum to the loss of the whole micro-batch (Megatron-Core's switch_load_balancing_loss_func
+// with a sequence partition group). Likewise for the z-loss (sum over the rows / total) and for
+// router_backward, whose dlogits rows are then the whole micro-batch's loss gradient on those rows.
 float router_aux_loss(const float* scores, const int* counts, int tokens, int experts, int k,
-                      const RouterScoring& scoring = {});
+                      const RouterScoring& scoring = {}, int total_tokens = 0);
 
-// z-loss mean over tokens of lse[t]^2.
-float router_z_loss(const float* lse, int tokens);
+// z-loss mean over tokens of lse[t]^2 (a shard's share with total_tokens > 0, as above).
+float router_z_loss(const float* lse, int tokens, int total_tokens = 0);
 
 // dlogits [tokens, experts], overwritten, = d/d logits of
 //     sum_{t,j} dtopk_w[t,j] * topk_w[t,j]  +  aux_coef * aux_loss  +  z_coef * z_loss
 // where dtopk_w (may be null = 0) is the upstream gradient of the pick weights. The counts (hence
 // f_i) and the top-k choice are piecewise constant and treated as constants. `logits` is needed by
-// the sigmoid scoring (for the z-loss's softmax); the softmax scoring ignores it.
+// the sigmoid scoring (for the z-loss's softmax); the softmax scoring ignores it. total_tokens > 0:
+// the rows are a shard of a micro-batch of total_tokens tokens and counts are the whole one's (above).
 void router_backward(float* dlogits, const float* dtopk_w, const float* scores, const float* lse, const int* topk_idx,
                      const float* topk_w, const int* counts, int tokens, int experts, int k, float aux_coef,
-                     float z_coef, const RouterScoring& scoring = {}, const float* logits = nullptr);
+                     float z_coef, const RouterScoring& scoring = {}, const float* logits = nullptr,
+                     int total_tokens = 0);
 
 }  // namespace moe4d

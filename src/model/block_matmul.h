@@ -29,7 +29,8 @@ struct BlockGemm {
   bool weight_transposed = false;
   bool keep_fp32 = false;
   // Set for an expert replica slot (model/expert_replicas.h): its weight and gradient live outside
-  // the ParamStore; weight_id still names the parameter it copies.
+  // the ParamStore; weight_id still names the parameter it copies. weight_grad alone: a buffer the
+  // caller reduces and reports itself (the sequence-parallel router, model/moe_block.cc).
   const float* weight = nullptr;
   float* weight_grad = nullptr;
 };

@@ -24,12 +24,16 @@ namespace {
 struct MoeSaved {
   float* rstd;         // [n] (n = T, or T / tp under sequence parallelism: this rank's shard)
   float* xn;           // [n, d]; the full [T, d] is gathered again in backward
-  float* logits;       // [T, E] router logits (sigmoid scoring only: its z-loss gradient needs them)
-  float* probs;        // [T, E] router scores (softmax probabilities or sigmoids)
-  float* lse;          // [T]
+  // The router runs on this rank's n rows (all T without a sequence shard):
+  float* logits;       // [n, E] router logits (sigmoid scoring only: its z-loss gradient needs them)
+  float* probs;        // [n, E] router scores (softmax probabilities or sigmoids)
+  float* lse;          // [n]
+  int* my_idx;         // [n, k] this rank's rows of topk_idx (topk_idx itself without a shard)
+  float* my_w;         // [n, k]
+  // The routing decisions of all T tokens, in sequence order (gathered over TP from the shards):
   int* topk_idx;       // [T, k]
   float* topk_w;       // [T, k]
-  int* counts;         // [E]
+  int* counts;         // [E] of all T tokens
   int* row_slot;       // [T * k]
   int* slot_row;       // [T * k]
   float* xr;           // [R, d] rows at this rank's experts, grouped by local expert
@@ -246,10 +250,12 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
   auto* s = keep.alloc<MoeSaved>(1);
   s->rstd = keep.alloc_f32(n);
   s->xn = keep.alloc_f32(size_t(n) * d);
-  s->probs = keep.alloc_f32(size_t(T) * E);
-  s->lse = keep.alloc_f32(T);
+  s->probs = keep.alloc_f32(size_t(n) * E);
+  s->lse = keep.alloc_f32(n);
   s->topk_idx = keep.alloc_i32(size_t(T) * k);
   s->topk_w = keep.alloc_f32(size_t(T) * k);
+  s->my_idx = sharded ? keep.alloc_i32(size_t(n) * k) : s->topk_idx;
+  s->my_w = sharded ? keep.alloc_f32(size_t(n) * k) : s->topk_w;
   s->counts = keep.alloc_i32(E);
   s->row_slot = keep.alloc_i32(size_t(T) * k);
   s->slot_row = keep.alloc_i32(size_t(T) * k);
@@ -257,21 +263,25 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
   s->sh1 = s->sh3 = s->sg = nullptr;
 
   rmsnorm_forward(s->xn, s->rstd, x_in, ValueUse(ctx, norm_id_).data(), n, d, float(ctx.model.norm_eps));
-  // Under sequence parallelism the MoE input is gathered over TP like a column-parallel GEMM's: every
-  // TP rank routes the whole sequence, so routing, capacity, the aux loss and the token counts are
-  // those of the TP run without it, and the TP-sharded experts see all their tokens.
+  // Under sequence parallelism each TP rank routes its own n = T / tp tokens (as Megatron-Core does),
+  // then the decisions of all T tokens are gathered in sequence order. Everything after them (counts,
+  // capacity, dispatch) sees exactly the TP run's decisions; the MoE input itself is gathered like a
+  // column-parallel GEMM's, since the TP-sharded experts need all their tokens.
+  float* logits = scoring_.sigmoid ? (s->logits = keep.alloc_f32(size_t(n) * E)) : ctx.scratch.alloc_f32(size_t(n) * E);
+  // The router stays fp32 whatever the training precision (docs/model.md §1).
+  block_matmul_forward(ctx, {.labels = kRouterLabels, .weight_id = router_id_, .keep_fp32 = true}, logits, s->xn, n,
+                       d, E);
+  const bool use_bias = std::any_of(router_bias_.begin(), router_bias_.end(), [](float b) { return b != 0.0f; });
+  router_forward(s->probs, s->lse, s->my_idx, s->my_w, logits, use_bias ? router_bias_.data() : nullptr, n, E, k,
+                 scoring_);
   const float* xn = s->xn;
   if (sharded) {
+    sp_all_gather_rows(ctx, s->my_idx, s->topk_idx, k, DType::kI32);
+    sp_all_gather(ctx, s->my_w, s->topk_w, k);
     float* full = ctx.scratch.alloc_f32(size_t(T) * d);
     sp_all_gather(ctx, s->xn, full, d);
     xn = full;
   }
-  float* logits = scoring_.sigmoid ? (s->logits = keep.alloc_f32(size_t(T) * E)) : ctx.scratch.alloc_f32(size_t(T) * E);
-  // The router stays fp32 whatever the training precision (docs/model.md §1).
-  block_matmul_forward(ctx, {.labels = kRouterLabels, .weight_id = router_id_, .keep_fp32 = true}, logits, xn, T, d, E);
-  const bool use_bias = std::any_of(router_bias_.begin(), router_bias_.end(), [](float b) { return b != 0.0f; });
-  router_forward(s->probs, s->lse, s->topk_idx, s->topk_w, logits, use_bias ? router_bias_.data() : nullptr, T, E, k,
-                 scoring_);
   router_expert_counts(s->counts, s->topk_idx, T, E, k);
   // Replica weights (once per step) travel while the rows are planned and dispatched, unless the
   // trainer's prefetch already started them (waited for before the GEMMs). When this call starts the
@@ -347,8 +357,12 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
     for (int e = 0; e < E; ++e) st->tokens_per_expert[e] += s->counts[e];
     st->routed_slots += double(T) * k;
     st->dropped_slots += double(T) * k - rows;
-    st->aux_loss += router_aux_loss(s->probs, s->counts, T, E, k, scoring_);
-    st->z_loss += router_z_loss(s->lse, T);
+    // This rank's rows' shares of the losses (all of them without a shard), summed over TP so that
+    // every TP rank records the TP run's values.
+    double losses[2] = {router_aux_loss(s->probs, s->counts, n, E, k, scoring_, T), router_z_loss(s->lse, n, T)};
+    if (sharded) ctx.pc.tp->all_reduce(losses, 2, DType::kF64);
+    st->aux_loss += losses[0];
+    st->z_loss += losses[1];
     st->micro_batches += 1;
     if (replicas_) {
       if (ctx.pc.coord.ep == 0) {  // every EP rank knows the whole count matrix: one records it
@@ -380,8 +394,15 @@ void MoeBlock::backward(float* dx, const float* x_in, const void* saved, BlockCo
   float* dy = ctx.scratch.alloc_f32(size_t(rows) * d);
   float* dtopk_w = ctx.scratch.alloc_f32(size_t(T) * k);
   moe_unpermute_backward(dy, dtopk_w, dout, s->y, s->slot_row, s->topk_w, T, k, d);
-  // y holds TP partial sums, so each rank's dot products are partial too.
-  if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(dtopk_w, size_t(T) * k);
+  // y holds TP partial sums, so each rank's dot products are partial too. Summed over TP, and under
+  // sequence parallelism only this rank's routed rows are kept (the backward of the gather).
+  float* my_dtopk_w = dtopk_w;
+  if (sharded) {
+    my_dtopk_w = ctx.scratch.alloc_f32(size_t(n) * k);
+    sp_reduce_scatter(ctx, dtopk_w, my_dtopk_w, k);
+  } else if (ctx.pc.tp_size() > 1) {
+    ctx.pc.tp->all_reduce(dtopk_w, size_t(T) * k);
+  }
 
   float* dyr = expert_parallel ? ctx.scratch.alloc_f32(size_t(R) * d) : dy;
   float* dxr = ctx.scratch.alloc_f32(size_t(R) * d);
@@ -417,19 +438,23 @@ void MoeBlock::backward(float* dx, const float* x_in, const void* saved, BlockCo
   // The expert paths' input gradient is a TP partial sum; the router's (below) is not.
   float* dxn_mine = sp_reduce_input_gradient(ctx, dxn, d);
 
-  float* dlogits = ctx.scratch.alloc_f32(size_t(T) * E);
-  router_backward(dlogits, dtopk_w, s->probs, s->lse, s->topk_idx, s->topk_w, s->counts, T, E, k,
-                  aux_coeff_ * ctx.grad_scale, z_coeff_ * ctx.grad_scale, scoring_, s->logits);
-  const BlockGemm router{.labels = kRouterLabels, .weight_id = router_id_, .keep_fp32 = true};
+  // The router's backward on the rows it routed: with the counts and token count of all T tokens,
+  // a shard's dlogits are the whole micro-batch's loss gradient on its rows (kernels/router.h).
+  float* dlogits = ctx.scratch.alloc_f32(size_t(n) * E);
+  router_backward(dlogits, my_dtopk_w, s->probs, s->lse, s->my_idx, s->my_w, s->counts, n, E, k,
+                  aux_coeff_ * ctx.grad_scale, z_coeff_ * ctx.grad_scale, scoring_, s->logits, T);
   if (sharded) {
-    // Every TP rank routed the whole sequence, so the router's input gradient is complete on each:
-    // this rank keeps its own rows, and the router weight gradient is already the TP run's.
-    float* router_dxn = ctx.scratch.alloc_f32(size_t(T) * d);
-    block_matmul_backward(ctx, router, router_dxn, dlogits, xn, T, d, E, false);
-    float* mine = ctx.scratch.alloc_f32(size_t(n) * d);
-    sp_take_shard(ctx, router_dxn, mine, d);
-    axpy(dxn_mine, mine, 1.0f, int64_t(n) * d);
+    // Its input gradient is complete on this rank's rows; its weight gradient covers only this
+    // rank's tokens, so it is summed over TP like the norm weights' (model/sequence_shard.h).
+    const size_t numel = size_t(d) * E;
+    float* dw = ctx.scratch.alloc_f32(numel);
+    std::memset(dw, 0, sizeof(float) * numel);
+    const BlockGemm router{.labels = kRouterLabels, .weight_id = router_id_, .keep_fp32 = true, .weight_grad = dw};
+    block_matmul_backward(ctx, router, dxn_mine, dlogits, s->xn, n, d, E, true);
+    sp_add_shard_weight_grad(ctx, router_id_, dw);
+    grad_ready(ctx, router_id_);
   } else {
+    const BlockGemm router{.labels = kRouterLabels, .weight_id = router_id_, .keep_fp32 = true};
     block_matmul_backward(ctx, router, dxn, dlogits, xn, T, d, E, true);
   }
   sp_norm_backward(ctx, dx, norm_id_, dxn_mine, x_in, s->rstd, d);

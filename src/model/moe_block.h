@@ -16,8 +16,14 @@
 // row-parallel, exactly like the dense FFN. We chose TP-sharded experts over "experts replicated
 // over TP with token slicing" because it keeps one code path for dense and expert FFNs, divides
 // expert memory by TP, and needs no extra collective: the TP all-reduce after the combine is the one
-// the dense FFN already does. Its cost is that every TP rank runs the router and the all-to-all on
-// the same tokens.
+// the dense FFN already does. Its cost is that every TP rank runs the all-to-all on the same tokens
+// (and, without sequence parallelism, the router too).
+//
+// Sequence parallelism (model/sequence_shard.h): each TP rank routes only its own T / tp tokens and
+// the routing decisions (top-k experts and weights, T * k each) are all-gathered over TP in sequence
+// order, so counts, capacity drops and dispatch are the TP run's; the aux / z-loss shares of the
+// shards sum over TP to the TP run's losses, and the router weight gradient, computed from the
+// shard, is summed over TP like the norm weights'.
 //
 // Capacity (capacity_factor set) is applied per source rank before dispatch, as in GShard: each
 // data replica keeps at most ceil(T * k / E * cf) of its own T tokens' slots per expert.

@@ -11,15 +11,16 @@
 namespace moe4d {
 namespace {
 
-// The collectives move rank-major blocks [t][B][S/t][d]; the model's rows are [B][S][d]. With one
-// sequence per micro-batch the two layouts coincide and no copy is needed.
-void rank_major_to_tokens(const BlockContext& ctx, const float* blocks, float* tokens, int d) {
+// The collectives move rank-major blocks [t][B][S/t][row]; the model's rows are [B][S][row]. With
+// one sequence per micro-batch the two layouts coincide and no copy is needed. Rows of any element
+// type: row_bytes is a row's size.
+void rank_major_to_tokens(const BlockContext& ctx, const void* blocks, void* tokens, size_t row_bytes) {
   const int t = ctx.pc.tp_size(), B = ctx.batch, s = ctx.seq / t;
-  const size_t piece = size_t(s) * d;
+  const size_t piece = size_t(s) * row_bytes;
   for (int r = 0; r < t; ++r)
     for (int b = 0; b < B; ++b)
-      std::memcpy(tokens + (size_t(b) * ctx.seq + size_t(r) * s) * d, blocks + (size_t(r) * B + b) * piece,
-                  sizeof(float) * piece);
+      std::memcpy(static_cast<char*>(tokens) + (size_t(b) * ctx.seq + size_t(r) * s) * row_bytes,
+                  static_cast<const char*>(blocks) + (size_t(r) * B + b) * piece, piece);
 }
 
 void tokens_to_rank_major(const BlockContext& ctx, const float* tokens, float* blocks, int d) {
@@ -33,15 +34,19 @@ void tokens_to_rank_major(const BlockContext& ctx, const float* tokens, float* b
 
 }  // namespace
 
-void sp_all_gather(BlockContext& ctx, const float* shard, float* full, int d) {
-  const size_t count = size_t(ctx.shard_tokens()) * d;
+void sp_all_gather_rows(BlockContext& ctx, const void* shard, void* full, int row_len, DType dtype) {
+  const size_t count = size_t(ctx.shard_tokens()) * row_len, row_bytes = size_t(row_len) * dtype_size(dtype);
   if (ctx.batch == 1) {
-    ctx.pc.tp->all_gather(shard, full, count, DType::kF32);
+    ctx.pc.tp->all_gather(shard, full, count, dtype);
     return;
   }
-  float* blocks = ctx.scratch.alloc_f32(count * ctx.pc.tp_size());
-  ctx.pc.tp->all_gather(shard, blocks, count, DType::kF32);
-  rank_major_to_tokens(ctx, blocks, full, d);
+  void* blocks = ctx.scratch.alloc_bytes(count * dtype_size(dtype) * ctx.pc.tp_size());
+  ctx.pc.tp->all_gather(shard, blocks, count, dtype);
+  rank_major_to_tokens(ctx, blocks, full, row_bytes);
+}
+
+void sp_all_gather(BlockContext& ctx, const float* shard, float* full, int d) {
+  sp_all_gather_rows(ctx, shard, full, d, DType::kF32);
 }
 
 void sp_reduce_scatter(BlockContext& ctx, const float* partial, float* shard, int d) {
@@ -55,13 +60,6 @@ void sp_reduce_scatter(BlockContext& ctx, const float* partial, float* shard, in
   ctx.pc.tp->reduce_scatter(blocks, shard, count, DType::kF32);
 }
 
-void sp_take_shard(const BlockContext& ctx, const float* full, float* shard, int d) {
-  const int t = ctx.pc.tp_size(), r = ctx.pc.coord.tp, s = ctx.seq / t;
-  const size_t piece = size_t(s) * d;
-  for (int b = 0; b < ctx.batch; ++b)
-    std::memcpy(shard + size_t(b) * piece, full + (size_t(b) * ctx.seq + size_t(r) * s) * d, sizeof(float) * piece);
-}
-
 void sp_norm_backward(BlockContext& ctx, float* dx, int norm_id, const float* dout, const float* x, const float* rstd,
                       int d) {
   const int n = ctx.shard_tokens();
@@ -71,13 +69,18 @@ void sp_norm_backward(BlockContext& ctx, float* dx, int norm_id, const float* do
     rmsnorm_backward(dx, ctx.params.grad(norm_id), dout, x, w, rstd, n, d);
     return;
   }
-  // This micro-batch's weight gradient alone is summed over TP (the accumulated gradient of earlier
-  // micro-batches is already complete on every rank).
   float* dw = ctx.scratch.alloc_f32(d);
   std::memset(dw, 0, sizeof(float) * d);
   rmsnorm_backward(dx, dw, dout, x, w, rstd, n, d);
-  ctx.pc.tp->all_reduce(dw, size_t(d));
-  axpy(ctx.params.grad(norm_id), dw, 1.0f, d);
+  sp_add_shard_weight_grad(ctx, norm_id, dw);
+}
+
+void sp_add_shard_weight_grad(BlockContext& ctx, int id, float* dw) {
+  // This micro-batch's gradient alone is summed over TP (the accumulated gradient of earlier
+  // micro-batches is already complete on every rank).
+  const size_t numel = size_t(ctx.params.info(id).numel());
+  ctx.pc.tp->all_reduce(dw, numel);
+  axpy(ctx.params.grad(id), dw, 1.0f, int64_t(numel));
 }
 
 float* sp_reduce_input_gradient(BlockContext& ctx, float* dxn, int d) {

@@ -11,8 +11,8 @@
 //   g' = sp_reduce_scatter: partial full -> summed shard, after a row-parallel GEMM (backward: all-gather).
 // Together they move the bytes of the all-reduce they replace (an all-reduce is a reduce-scatter
 // plus an all-gather), so communication volume is unchanged and activation memory drops by ~t.
-// Parameters used only on the shard (the RMSNorm weights) see a partial gradient: sp_norm_backward
-// completes it over TP each time it is computed.
+// Parameters used only on the shard (the RMSNorm weights, the MoE router) see a partial gradient:
+// sp_add_shard_weight_grad completes it over TP each time it is computed.
 #pragma once
 
 #include "model/block_context.h"
@@ -21,6 +21,9 @@ namespace moe4d {
 
 // full[B, S, d] = the TP ranks' shards [B, S/t, d] put back in sequence order. Needs ctx.scratch.
 void sp_all_gather(BlockContext& ctx, const float* shard, float* full, int d);
+
+// The same for rows of row_len elements of any type (e.g. the MoE router's top-k choices, int32).
+void sp_all_gather_rows(BlockContext& ctx, const void* shard, void* full, int row_len, DType dtype);
 
 // shard[B, S/t, d] = this rank's slice of the sum over TP ranks of partial[B, S, d]. Needs ctx.scratch.
 void sp_reduce_scatter(BlockContext& ctx, const float* partial, float* shard, int d);
@@ -39,8 +42,11 @@ SpBackwardInputs sp_gather_backward_inputs(BlockContext& ctx, const float* dx, c
 // written to ctx.scratch), else all-reduced over TP in place. Returns where the result is.
 float* sp_reduce_input_gradient(BlockContext& ctx, float* dxn, int d);
 
-// shard[B, S/t, d] = this rank's slice of full[B, S, d] (no communication).
-void sp_take_shard(const BlockContext& ctx, const float* full, float* shard, int d);
+// Adds dw, this micro-batch's gradient of parameter `id` (a TP-replicated weight used on the
+// sequence shard only) computed from this rank's shard, summed over the TP group, to the parameter's
+// gradient. dw (the parameter's size) is used as the all-reduce buffer. Reports nothing to the grad
+// hooks: the caller does when the parameter's gradient is complete.
+void sp_add_shard_weight_grad(BlockContext& ctx, int id, float* dw);
 
 // rmsnorm_backward over this rank's rows, with the weight gradient summed over the TP group when
 // the rows are a sequence shard (each rank sees 1/t of the tokens).

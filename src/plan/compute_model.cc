@@ -46,7 +46,7 @@ LayerCompute layer_compute(const ModelConfig& model, const TrainingSetup& setup,
   if (moe_layer) {
     const double e_local = model.moe.num_experts / static_cast<double>(layout.ep);
     const double rows = device_routed_rows(model, setup, layout, tokens) / e_local;  // per local expert
-    add(tokens, model.moe.num_experts, d, 1);                      // router
+    add(layout.sequence_parallel ? tokens / t : tokens, model.moe.num_experts, d, 1);  // router (SP: on the shard)
     out.expert_time = add(rows, fe / t, d, 2 * e_local)            // W1, W3
                       + add(rows, d, fe / t, e_local);             // W2
     add(tokens, fs / t, d, 2);                                     // shared experts W1, W3 (all tokens)

@@ -54,8 +54,10 @@ LayerActivations layer_activations(const ModelConfig& m, const TrainingSetup& se
     const double k = m.moe.top_k;
     const double rows = device_routed_rows(m, setup, layout, tokens);
     out.gated = (rows * fe + tokens * fs) / t * a;
-    ffn = 2 * tokens * e * f32            // router logits and probabilities
-          + tokens * k * (4 + f32)        // top-k indices and weights
+    // Under SP the router runs on the shard: logits and probabilities [T/t, E]; the gathered top-k
+    // decisions of all T tokens are kept with the shard's own copy of them.
+    ffn = 2 * tokens * e * f32 / shard                              // router logits and probabilities
+          + tokens * k * (4 + f32) * (shard > 1 ? 1 + 1 / shard : 1)  // top-k indices and weights
           + rows * d * a                  // permuted tokens
           + 3 * rows * fe / t * a         // W1, W3 outputs and gated product
           + rows * d * a                  // expert outputs

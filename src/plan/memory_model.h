@@ -22,8 +22,9 @@
 //    Times the micro-batches in flight of the schedule (plan/schedule_model.h).
 //    Sequence parallelism (Korthikanti et al. 2022) divides the tensors outside the TP regions by t:
 //    the layer input, both norms' rstd and outputs, the residual, the final norm's input and
-//    output, the full-recompute checkpoint and the PP messages. The MoE router's tensors stay [T, E]
-//    (moe4d routes the gathered sequence on every TP rank, model/moe_block.cc). Per dense layer
+//    output, the full-recompute checkpoint and the PP messages, and the MoE router's logits and
+//    probs (each TP rank routes its shard, model/moe_block.h), which adds the shard's [T/t, k] top-k
+//    copy to the gathered [T, k] decisions. Per dense layer
 //    with a-byte activations, SwiGLU width f, MHA, no dropout, this is, in the paper's terms,
 //      without SP:  sbh (4 + 4/t + 3f/(ht)) a + a b n s^2 / t + 8 sb
 //      with SP:     sbh/t (8 + 3f/h) a      + a b n s^2 / t + 8 sb / t

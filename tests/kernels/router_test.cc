@@ -1,13 +1,15 @@
 // tests/kernels/router_test.cc — router softmax or sigmoid scores / top-k / (optional) renormalisation
 // vs a double reference, counts, aux and z losses, and router_backward vs finite differences
-// (selection and counts held fixed).
+// (selection and counts held fixed), whole or as sequence shards.
 #include "kernels/router.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
+#include <utility>
 
 #include "kernel_test_util.h"
 
@@ -141,6 +143,25 @@ TEST_P(RouterTest, ForwardLossesAndBackward) {
       },
       logits_d);
   test::expect_grad_near(dlogits.data(), fd, 1e-4, "router dlogits");
+
+  // Sequence-parallel shards: the rows split in two (uneven for an odd token count), each routed
+  // with the whole micro-batch's counts and token count. Their shares sum to the losses, and their
+  // dlogits put together are the whole micro-batch's loss gradient (its finite differences above).
+  const int split = c.tokens / 2;
+  std::vector<float> shard_dlogits(logits.size(), std::numeric_limits<float>::quiet_NaN());
+  double aux_sum = 0.0, z_sum = 0.0;
+  for (const auto& [begin, end] : {std::pair{0, split}, std::pair{split, c.tokens}}) {
+    const int n = end - begin;
+    const size_t row = size_t(begin) * c.experts, slot = size_t(begin) * c.k;
+    aux_sum += router_aux_loss(probs.data() + row, counts.data(), n, c.experts, c.k, c.scoring, c.tokens);
+    z_sum += router_z_loss(lse.data() + begin, n, c.tokens);
+    router_backward(shard_dlogits.data() + row, c.upstream ? r.data() + slot : nullptr, probs.data() + row,
+                    lse.data() + begin, topk_idx.data() + slot, topk_w.data() + slot, counts.data(), n, c.experts,
+                    c.k, c.aux_coef, c.z_coef, c.scoring, logits.data() + row, c.tokens);
+  }
+  EXPECT_NEAR(aux_sum, router_aux_loss(probs.data(), counts.data(), c.tokens, c.experts, c.k, c.scoring), 1e-6);
+  EXPECT_NEAR(z_sum, router_z_loss(lse.data(), c.tokens), 1e-5);
+  test::expect_grad_near(shard_dlogits.data(), fd, 1e-4, "router dlogits of two sequence shards");
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -1,13 +1,21 @@
 // Sequence parallelism (parallel_config.sequence_parallel, model/sequence_shard.h) reproduces the
 // single-rank run: with TP 2 and 4, alone and with EP, PP (1F1B and interleaved), ZeRO 1 and 3,
-// full and selective recompute, tied and untied embeddings (docs/model.md §3). And it does shard:
-// the measured activation bytes per rank drop against the same layout without it.
+// full and selective recompute, tied and untied embeddings (docs/model.md §3); its MoE layers,
+// routing each TP rank's sequence shard, make the TP run's routing decisions, drops and losses. And
+// it does shard: the measured activation bytes per rank drop against the same layout without it.
 //
 // Launched through mpirun; suite SizeN holds the layouts of N ranks. The comparison itself is
 // tests/common/equivalence_harness.h (loss per step 1e-5 relative over 20 steps, parameters 1e-4).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "../common/equivalence_harness.h"
 #include "../train/train_fixture.h"
@@ -33,7 +41,7 @@ struct SpLayout {
   int layers = 2;
   int micro_batches = 2;
   // Mixtral / DeepSeek-style options: GQA, narrow and shared experts, sigmoid routing with the
-  // selection bias, a capacity factor that drops slots.
+  // selection bias, a capacity factor that drops slots, a stronger aux loss.
   bool options = false;
   std::string name() const {
     std::string n = fmt::format("dp{}_ep{}_tp{}_pp{}", dp, ep, tp, pp);
@@ -53,7 +61,7 @@ Config layout_config(const SpLayout& layout, const std::string& shard) {
   config.model.tie_embeddings = layout.tied;
   if (layout.options) {
     ModelConfig& m = config.model;
-    m.num_kv_heads = 2;
+    m.num_kv_heads = std::max(2, layout.tp);  // GQA where TP allows it: TP divides the KV heads
     m.moe.layer_freq = 1;
     m.moe.expert_ffn_hidden_size = 16;
     m.moe.shared_experts = 2;
@@ -61,6 +69,7 @@ Config layout_config(const SpLayout& layout, const std::string& shard) {
     m.moe.score_function = RouterScore::kSigmoid;
     m.moe.router_bias_update_rate = 0.002;
     m.moe.capacity_factor = 1.0;
+    m.moe.aux_loss_coeff = 0.02;
   }
   ParallelConfig& p = config.parallel;
   p.data_parallel = layout.dp;
@@ -100,6 +109,8 @@ const SpLayout kFourRanks[] = {
     {.dp = 2, .zero = 1},
     {.dp = 2, .zero = 2, .recompute = R::kFull},
     {.dp = 2, .zero = 3, .recompute = R::kSelective, .tied = true},
+    {.tp = 4, .options = true},
+    {.ep = 2, .options = true},
 };
 const SpLayout kEightRanks[] = {
     {.ep = 2, .tp = 4},
@@ -110,6 +121,67 @@ auto layout_name = [](const ::testing::TestParamInfo<SpLayout>& info) { return i
 INSTANTIATE_TEST_SUITE_P(Size2, SequenceParallelEquivalence, ::testing::ValuesIn(kTwoRanks), layout_name);
 INSTANTIATE_TEST_SUITE_P(Size4, SequenceParallelEquivalence, ::testing::ValuesIn(kFourRanks), layout_name);
 INSTANTIATE_TEST_SUITE_P(Size8, SequenceParallelEquivalence, ::testing::ValuesIn(kEightRanks), layout_name);
+
+// Each TP rank routes only its sequence shard (model/moe_block.h), yet the routing is the TP run's
+// without sequence parallelism, step by step: the same tokens per expert (so the same aux-loss-free
+// bias updates), the same capacity drops, the same aux and z losses, and the same router weights
+// after training (their gradient, from the shards' aux, z-loss and gate-weight terms summed over TP).
+void expect_routing_of_tensor_parallel_run(int tp) {
+  test::TempDir dir;
+  Config config = layout_config({.tp = tp, .layers = 2, .options = true},
+                                test::write_synthetic_shard(dir.file("train.bin"), 64, 20000));
+  auto world = MpiCommunicator::world(CommOptions{.timeout_seconds = 120});
+  ASSERT_EQ(world->size(), tp);
+  auto pc = make_parallel_context(std::move(world), config.parallel, 0);
+  struct Run {
+    std::vector<nlohmann::json> moe;
+    std::vector<double> losses;
+    std::map<std::string, FullTensor> params;
+  };
+  auto run = [&](bool sequence_parallel) {
+    Config c = config;
+    c.parallel.sequence_parallel = sequence_parallel;
+    Trainer trainer(c, *pc, {.quiet = true, .metrics_path = "/dev/null"});
+    Run out;
+    for (int i = 0; i < 6; ++i) {
+      const StepResult r = trainer.train_step();
+      out.moe.push_back(r.record["moe"]);
+      out.losses.push_back(r.loss);
+    }
+    out.params = trainer.gather_parameters();
+    return out;
+  };
+  const Run without = run(false), with = run(true);
+  double dropped = 0;
+  for (size_t step = 0; step < without.moe.size(); ++step) {
+    const nlohmann::json &a = without.moe[step], &b = with.moe[step];
+    SCOPED_TRACE(fmt::format("step {}", step));
+    for (size_t l = 0; l < a["layers"].size(); ++l)
+      EXPECT_EQ(a["layers"][l]["tokens_per_expert"], b["layers"][l]["tokens_per_expert"]) << "layer " << l;
+    EXPECT_EQ(a["dropped_slots"], b["dropped_slots"]);
+    EXPECT_NEAR(b["aux_loss"].get<double>(), a["aux_loss"].get<double>(), 1e-6 * a["aux_loss"].get<double>());
+    EXPECT_NEAR(b["z_loss"].get<double>(), a["z_loss"].get<double>(), 1e-6 * a["z_loss"].get<double>());
+    EXPECT_NEAR(with.losses[step], without.losses[step], 1e-6 * without.losses[step]);
+    dropped += a["dropped_slots"].get<double>();
+  }
+  EXPECT_GT(dropped, 0) << "the capacity factor should drop slots in this test";
+  if (pc->rank != 0) return;  // the gathered parameters are on world rank 0
+  int routers = 0;
+  for (const auto& [name, tensor] : without.params) {
+    if (name.find("router") == std::string::npos) continue;
+    ++routers;
+    const FullTensor& other = with.params.at(name);
+    ASSERT_EQ(tensor.data.bytes(), other.data.bytes()) << name;
+    double worst = 0;
+    for (size_t i = 0; i < tensor.data.bytes() / sizeof(float); ++i)
+      worst = std::max(worst, std::fabs(double(tensor.data.f32()[i]) - other.data.f32()[i]));
+    EXPECT_LT(worst, 1e-5) << name;
+  }
+  EXPECT_EQ(routers, config.model.num_layers);
+}
+
+TEST(SequenceParallelRouting, Size2ShardRoutingIsTheTensorParallelRuns) { expect_routing_of_tensor_parallel_run(2); }
+TEST(SequenceParallelRouting, Size4ShardRoutingIsTheTensorParallelRuns) { expect_routing_of_tensor_parallel_run(4); }
 
 // Sequence parallelism keeps 1/tp of the residual stream, norms and block inputs: the activation
 // bytes each rank measures (saved for backward, and the pipeline's messages) drop against the same

@@ -157,7 +157,8 @@ TEST(Memory, LayerActivationsByHand) {
 }
 
 // Sequence parallelism halves (tp 2) the tensors outside the TP regions: layer input, both norms'
-// rstd and outputs, the residual; the full-recompute checkpoint; the final norm's input and output.
+// rstd and outputs, the residual; the router's logits and probs; the full-recompute checkpoint; the
+// final norm's input and output.
 TEST(Memory, SequenceParallelShardsTheTensorsOutsideTensorParallelRegions) {
   const ModelConfig m = tiny_moe();
   const TrainingSetup s = tiny_setup();
@@ -168,7 +169,10 @@ TEST(Memory, SequenceParallelShardsTheTensorsOutsideTensorParallelRegions) {
   l.sequence_parallel = true;
   // x 256 + rstd 32 + normed 256 + residual 256 + rstd 32 + normed 256 = 1088, halved.
   EXPECT_DOUBLE_EQ(layer_activations(m, s, l, false).full, dense.full - 1088 / 2);
-  EXPECT_DOUBLE_EQ(layer_activations(m, s, l, true).full, moe.full - 1088 / 2);
+  // The MoE router runs on the shard: logits and probs [T, E] fp32 halved, plus the shard's copy of
+  // the top-k indices and weights ([T/2, k], 4 bytes each) next to the gathered ones.
+  const double T = 8, E = m.moe.num_experts, k = m.moe.top_k;
+  EXPECT_DOUBLE_EQ(layer_activations(m, s, l, true).full, moe.full - 1088 / 2 - 2 * T * E * 4 / 2 + T / 2 * k * 8);
   EXPECT_DOUBLE_EQ(layer_activations(m, s, l, false).probs, dense.probs);  // inside the TP region
   // Final norm input and output 2 * 256 + rstd 32, halved; the vocab-parallel logits unchanged.
   EXPECT_DOUBLE_EQ(head_activation_bytes(m, s, l), head - (2 * 256 + 32) / 2);
