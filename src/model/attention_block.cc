@@ -58,13 +58,7 @@ void* AttentionBlock::forward(const float* x_in, float* x_out, BlockContext& ctx
   s->probs = ctx.recompute == RecomputeGranularity::kSelective ? nullptr : keep.alloc_f32(probs_size);
   float* probs = s->probs ? s->probs : ctx.scratch.alloc_f32(probs_size);
 
-  rmsnorm_forward(s->xn, s->rstd, x_in, ValueUse(ctx, norm_id_).data(), n, d, float(ctx.model.norm_eps));
-  const float* xn = s->xn;
-  if (sharded) {
-    float* full = ctx.scratch.alloc_f32(size_t(T) * d);
-    sp_all_gather(ctx, s->xn, full, d);
-    xn = full;
-  }
+  const float* xn = sp_norm_forward(ctx, s->xn, s->rstd, x_in, norm_id_, d);
   block_matmul_forward(ctx, {.labels = kQkvLabels, .weight_id = qkv_id_}, s->qkv, xn, T, d, lqkv);
   rope_forward(s->qkv, ctx.rope, ctx.batch, local_heads_, local_kv_heads_);
   attention_forward(s->attn, probs, s->qkv, ctx.batch, ctx.seq, local_heads_, local_kv_heads_, head_dim_);

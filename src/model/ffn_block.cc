@@ -52,13 +52,7 @@ void* FfnBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
   s->g = ctx.recompute == RecomputeGranularity::kSelective ? nullptr : keep.alloc_f32(size_t(T) * f);
   float* g = s->g ? s->g : ctx.scratch.alloc_f32(size_t(T) * f);
 
-  rmsnorm_forward(s->xn, s->rstd, x_in, ValueUse(ctx, norm_id_).data(), n, d, float(ctx.model.norm_eps));
-  const float* xn = s->xn;
-  if (sharded) {
-    float* full = ctx.scratch.alloc_f32(size_t(T) * d);
-    sp_all_gather(ctx, s->xn, full, d);
-    xn = full;
-  }
+  const float* xn = sp_norm_forward(ctx, s->xn, s->rstd, x_in, norm_id_, d);
   block_matmul_forward(ctx, {.labels = kW1Labels, .weight_id = w1_id_}, s->h1, xn, T, d, f);
   block_matmul_forward(ctx, {.labels = kW3Labels, .weight_id = w3_id_}, s->h3, xn, T, d, f);
   swiglu_forward(g, s->h1, s->h3, int64_t(T) * f);

@@ -60,6 +60,15 @@ void sp_reduce_scatter(BlockContext& ctx, const float* partial, float* shard, in
   ctx.pc.tp->reduce_scatter(blocks, shard, count, DType::kF32);
 }
 
+const float* sp_norm_forward(BlockContext& ctx, float* xn, float* rstd, const float* x, int norm_id, int d) {
+  const int n = ctx.shard_tokens();
+  rmsnorm_forward(xn, rstd, x, ValueUse(ctx, norm_id).data(), n, d, float(ctx.model.norm_eps));
+  if (!ctx.sequence_sharded()) return xn;
+  float* full = ctx.scratch.alloc_f32(size_t(ctx.tokens()) * d);
+  sp_all_gather(ctx, xn, full, d);
+  return full;
+}
+
 void sp_norm_backward(BlockContext& ctx, float* dx, int norm_id, const float* dout, const float* x, const float* rstd,
                       int d) {
   const int n = ctx.shard_tokens();

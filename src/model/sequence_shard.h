@@ -48,6 +48,11 @@ float* sp_reduce_input_gradient(BlockContext& ctx, float* dxn, int d);
 // hooks: the caller does when the parameter's gradient is complete.
 void sp_add_shard_weight_grad(BlockContext& ctx, int id, float* dw);
 
+// rmsnorm_forward over this rank's rows into xn / rstd (saved for the backward); returns the
+// normalised input of the whole sequence: xn itself, or under sequence parallelism xn's shards
+// all-gathered over TP into scratch (the input of the column-parallel GEMMs that follow).
+const float* sp_norm_forward(BlockContext& ctx, float* xn, float* rstd, const float* x, int norm_id, int d);
+
 // rmsnorm_backward over this rank's rows, with the weight gradient summed over the TP group when
 // the rows are a sequence shard (each rank sees 1/t of the tokens).
 void sp_norm_backward(BlockContext& ctx, float* dx, int norm_id, const float* dout, const float* x, const float* rstd,
