@@ -14,13 +14,18 @@ namespace moe4d::test {
 
 // A shard of `tokens` ids drawn from a skewed (Zipf-like, repetitive) distribution, so that a model
 // can actually learn something and losses move.
-inline std::string write_synthetic_shard(const std::string& path, int vocab, int tokens, uint32_t seed = 5) {
+// no_repeats: no token follows itself (see tests/parallel_train/sequence_parallel_equivalence_test.cc).
+inline std::string write_synthetic_shard(const std::string& path, int vocab, int tokens, uint32_t seed = 5,
+                                         bool no_repeats = false) {
   std::mt19937 gen(seed);
   std::vector<double> weights(vocab);
   for (int v = 0; v < vocab; ++v) weights[v] = 1.0 / (v + 1);
   std::discrete_distribution<int> zipf(weights.begin(), weights.end());
   std::vector<int> ids(tokens);
-  for (int i = 0; i < tokens; ++i) ids[i] = i % 7 == 3 && i > 0 ? (ids[i - 1] + 1) % vocab : zipf(gen);
+  for (int i = 0; i < tokens; ++i) {
+    ids[i] = i % 7 == 3 && i > 0 ? (ids[i - 1] + 1) % vocab : zipf(gen);
+    while (no_repeats && i > 0 && ids[i] == ids[i - 1]) ids[i] = zipf(gen);
+  }
   write_token_shard(path, ids, vocab, "bytes", 1);
   return path;
 }
