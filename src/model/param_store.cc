@@ -71,7 +71,8 @@ void ParamStore::init_values(uint64_t seed) {
 }
 
 void ParamStore::zero_grads() {
-  for (int g = 0; g < kNumParamGroups; ++g) std::memset(grads_[g].data(), 0, flat_size_[g] * sizeof(float));
+  for (int g = 0; g < kNumParamGroups; ++g)  // an empty group (no experts on this stage) has no buffer
+    if (flat_size_[g] > 0) std::memset(grads_[g].data(), 0, flat_size_[g] * sizeof(float));
 }
 
 }  // namespace moe4d
