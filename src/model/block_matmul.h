@@ -89,6 +89,8 @@ void block_matmul_values_touch(BlockContext& ctx, const BlockGemm& g, int in_dim
 // of C (OpenBLAS sgemm: 4 on Haswell/Zen, 16 on Skylake-X), each element with the same K order
 // whichever tile it is in, so blocks that start on a tile boundary give every element the same bits
 // as one GEMM over all rows (tests/model/grad_blocks_test.cc); a block starting mid-tile would not.
+// Not every BLAS keeps to that: OpenBLAS on an AVX2 EPYC takes other kernels for small GEMMs, and
+// there the blocks agree with one GEMM to float rounding (3e-8 of 0.2) instead of bit for bit.
 // The price: up to kGradRowAlign rows below a bucket's start are written with the bucket above it.
 constexpr size_t kGradRowAlign = 16;
 

@@ -1,11 +1,14 @@
 // The blocks' parameter-granular gradient reports (model/layer_hooks.h, model/block_matmul.h), which
 // ZeRO-2/3 reduce buckets on: with hooks that cut every weight at unaligned positions, one backward
-// gives bit for bit the gradients of a backward without hooks (row blocks start on kGradRowAlign
-// rows, where BLAS tiles start); every element of every parameter is reported exactly once per
+// gives the gradients of a backward without hooks (bit for bit where the BLAS tiles rows as
+// model/block_matmul.h says, else to float rounding); every element of every parameter is reported exactly once per
 // backward (the tied table twice: head, then embedding), before its layer's end; and per group the
 // reports come in reverse flat order as one contiguous front, which is what bounds ZeRO's peak.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 
@@ -107,8 +110,18 @@ void check(bool tied, int shared_experts = 0) {
   for (ParamGroup g : {ParamGroup::kDense, ParamGroup::kExpert}) {
     const size_t n = plain.params.flat_size(g);
     ASSERT_GT(n, 0u);
-    EXPECT_EQ(std::memcmp(plain.params.flat_grads(g), cut.params.flat_grads(g), n * sizeof(float)), 0)
-        << "row-blocked weight gradients differ from one GEMM";
+    // Bit for bit where the BLAS computes every element of C in the same K order whatever the rows
+    // of the call (seen on Skylake-X); OpenBLAS on an AVX2 EPYC takes other kernels for small GEMMs,
+    // whose sums round differently: there the blocks agree to float rounding.
+    const float *a = plain.params.flat_grads(g), *b = cut.params.flat_grads(g);
+    double scale = 0, worst = 0;
+    for (size_t i = 0; i < n; ++i) {
+      scale = std::max(scale, double(std::abs(a[i])));
+      worst = std::max(worst, double(std::abs(a[i] - b[i])));
+    }
+    std::printf("group %d: %zu elements, max |one GEMM - row blocks| %.3g of max |grad| %.3g, bit-identical: %s\n",
+                int(g), n, worst, scale, std::memcmp(a, b, n * sizeof(float)) == 0 ? "yes" : "no");
+    EXPECT_LE(worst, 1e-6 * scale) << "row-blocked weight gradients differ from one GEMM";
   }
   // Coverage: each element once (the tied table twice), before its own layer's backward ended.
   std::map<int, std::vector<int>> seen;
@@ -145,7 +158,7 @@ void check(bool tied, int shared_experts = 0) {
   }
 }
 
-TEST(GradBlocks, RowBlocksAreBitIdenticalAndReportEveryElementOnceInReverseOrder) { check(false); }
+TEST(GradBlocks, RowBlocksMatchOneGemmAndReportEveryElementOnceInReverseOrder) { check(false); }
 
 TEST(GradBlocks, TiedTableIsReportedByTheHeadAndAgainByTheEmbedding) { check(true); }
 

@@ -11,7 +11,7 @@
 // recomputation), grad_clip small enough that every step clips (the global norm is exact), and
 // buckets sized in elements small enough to split layers, parameters and the embedding table (with
 // several reductions and ZeRO-3 gathers in flight at once; some also against the single-rank run),
-// with 16-bit compression and with the hierarchical all-reduce.
+// with 16-bit compression (compared 10x wider: see the test) and with the hierarchical all-reduce.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -102,9 +102,16 @@ TEST_P(ZeroEquivalence, ReproducesZeroStageZero) {
     config.parallel.gradient_aggregation_group = 4;
   }
 
-  if (layout.single) test::expect_equivalent(test::run_equivalence(sharded, 20));
+  // 16-bit compression rounds every reduced gradient element to 11 (fp16) or 8 (bf16) significant
+  // bits, so a 1-ulp fp32 difference between the two runs' gradients (the row-blocked weight
+  // gradients are bit-identical to one GEMM only on some BLAS kernels, model/block_matmul.h) moves an
+  // element across a rounding boundary: 2^-11 or 2^-8 of it. Seen on an AVX2 EPYC: losses 1.4e-5
+  // apart, parameters 1.2e-4, gradient norms 1.3e-4. These layouts are compared 10x wider.
+  const bool rounded = layout.compression != GradCompression::kNone;
+  const test::Tolerance tol = rounded ? test::Tolerance{.loss = 1e-4, .params = 1e-3} : test::Tolerance{};
+  if (layout.single) test::expect_equivalent(test::run_equivalence(sharded, 20), tol);
   const test::EquivalenceRun r = test::run_equivalence_between(config, sharded, 20);
-  test::expect_equivalent(r);
+  test::expect_equivalent(r, tol);
   if (layout.ranks_per_node == 2) {
     EXPECT_GT(r.run.intra_node_reduce_scatters, 0) << "hierarchical all-reduce";
   }
@@ -115,7 +122,8 @@ TEST_P(ZeroEquivalence, ReproducesZeroStageZero) {
     // every micro-batch). Later norms also carry the parameters' fp32 drift, which the norm of a
     // gradient amplifies more than the loss.
     const double expected = r.reference.grad_norms[i];
-    EXPECT_NEAR(r.run.grad_norms[i], expected, (i == 0 ? 1e-6 : 1e-4) * expected) << "gradient norm, step " << i + 1;
+    EXPECT_NEAR(r.run.grad_norms[i], expected, (i == 0 ? 1e-6 : rounded ? 1e-3 : 1e-4) * expected)
+        << "gradient norm, step " << i + 1;
     if (layout.grad_clip < 1.0) {
       EXPECT_GT(expected, layout.grad_clip) << "clipping should be active, step " << i + 1;
     }
