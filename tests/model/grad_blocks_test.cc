@@ -1,9 +1,10 @@
 // The blocks' parameter-granular gradient reports (model/layer_hooks.h, model/block_matmul.h), which
 // ZeRO-2/3 reduce buckets on: with hooks that cut every weight at unaligned positions, one backward
 // gives the gradients of a backward without hooks (bit for bit where the BLAS tiles rows as
-// model/block_matmul.h says, else to float rounding); every element of every parameter is reported exactly once per
-// backward (the tied table twice: head, then embedding), before its layer's end; and per group the
-// reports come in reverse flat order as one contiguous front, which is what bounds ZeRO's peak.
+// model/block_matmul.h says, else to float rounding); every element of every parameter is reported
+// exactly once per backward (the tied table twice: head, then embedding), before its layer's end;
+// and per group the reports come in reverse flat order as one contiguous front, which is what
+// bounds ZeRO's peak.
 #include <gtest/gtest.h>
 
 #include <algorithm>
