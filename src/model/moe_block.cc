@@ -12,7 +12,6 @@
 
 #include "kernels/moe_dispatch.h"
 #include "kernels/optimizer_kernels.h"
-#include "kernels/rmsnorm.h"
 #include "kernels/router.h"
 #include "kernels/swiglu.h"
 #include "model/block_matmul.h"
@@ -262,11 +261,11 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
   s->logits = nullptr;
   s->sh1 = s->sh3 = s->sg = nullptr;
 
-  rmsnorm_forward(s->xn, s->rstd, x_in, ValueUse(ctx, norm_id_).data(), n, d, float(ctx.model.norm_eps));
-  // Under sequence parallelism each TP rank routes its own n = T / tp tokens (as Megatron-Core does),
-  // then the decisions of all T tokens are gathered in sequence order. Everything after them (counts,
-  // capacity, dispatch) sees exactly the TP run's decisions; the MoE input itself is gathered like a
-  // column-parallel GEMM's, since the TP-sharded experts need all their tokens.
+  // The MoE input is gathered like a column-parallel GEMM's, since the TP-sharded experts need all
+  // their tokens. Under sequence parallelism each TP rank routes its own n = T / tp tokens (as
+  // Megatron-Core does), then the decisions of all T tokens are gathered in sequence order; everything
+  // after them (counts, capacity, dispatch) sees the TP run's decisions.
+  const float* xn = sp_norm_forward(ctx, s->xn, s->rstd, x_in, norm_id_, d);
   float* logits = scoring_.sigmoid ? (s->logits = keep.alloc_f32(size_t(n) * E)) : ctx.scratch.alloc_f32(size_t(n) * E);
   // The router stays fp32 whatever the training precision (docs/model.md §1).
   block_matmul_forward(ctx, {.labels = kRouterLabels, .weight_id = router_id_, .keep_fp32 = true}, logits, s->xn, n,
@@ -274,13 +273,9 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
   const bool use_bias = std::any_of(router_bias_.begin(), router_bias_.end(), [](float b) { return b != 0.0f; });
   router_forward(s->probs, s->lse, s->my_idx, s->my_w, logits, use_bias ? router_bias_.data() : nullptr, n, E, k,
                  scoring_);
-  const float* xn = s->xn;
   if (sharded) {
     sp_all_gather_rows(ctx, s->my_idx, s->topk_idx, k, DType::kI32);
     sp_all_gather(ctx, s->my_w, s->topk_w, k);
-    float* full = ctx.scratch.alloc_f32(size_t(T) * d);
-    sp_all_gather(ctx, s->xn, full, d);
-    xn = full;
   }
   router_expert_counts(s->counts, s->topk_idx, T, E, k);
   // Replica weights (once per step) travel while the rows are planned and dispatched, unless the
