@@ -83,7 +83,9 @@ RankMemory job_memory_per_rank(const Config& config) {
 int run_train(const TrainArgs& args) {
   MpiRuntime mpi(nullptr, nullptr);
   set_log_rank(mpi.world_rank(), mpi.world_size());
-  const std::atomic<int>& stop_signal = install_stop_signal_handlers();
+  // Installed before set-up, so that a stop asked for during it (SIGUSR1 from `moe4d launch` would
+  // otherwise kill the rank) stops after the first step.
+  const std::atomic<int>& stop_signal = install_stop_signal_handlers(mpi.world_size() == 1);
   Config config;
   // Set-up errors are the same on every rank (same files, same arithmetic): rank 0 reports them and
   // every rank exits cleanly. Errors after set-up may be rank-specific and abort the whole job.
@@ -137,15 +139,14 @@ int run_train(const TrainArgs& args) {
     Trainer trainer(config, *pc, options_t);
     phase = "training (activations and communication buffers of a step)";
     trainer.run();
-    if (trainer.stopped_by_signal()) {  // exit quickly: a launcher's grace period may be short
-      if (pc->rank == 0)
-        log_info("stopped by {} after step {} of {}; {}", stop_signal_name(trainer.stopped_by_signal()),
-                 trainer.step(), config.train.steps,
-                 trainer.last_checkpoint().empty()
-                     ? std::string("no checkpoint written (checkpoint.dir is empty)")
-                     : "checkpoint " + trainer.last_checkpoint() + " (continue with --resume)");
-      return 0;
-    }
+    // A requested stop is no failure: said once (rank 0) before the pictures, so that the line is
+    // out even if a launcher's grace period ends while they are drawn; the exit status is 0.
+    if (trainer.stopped_by_signal() && pc->rank == 0)
+      log_info("stopped by {} after step {} of {}; {}", stop_signal_name(trainer.stopped_by_signal()), trainer.step(),
+               config.train.steps,
+               trainer.last_checkpoint().empty()
+                   ? std::string("no checkpoint written (checkpoint.dir is empty)")
+                   : "checkpoint " + trainer.last_checkpoint() + " (continue with --resume)");
     phase = "writing the run report";
     if (pc->rank == 0 && std::filesystem::is_regular_file(trainer.metrics_path())) {  // pictures next to the metrics
       const std::string dir = std::filesystem::path(trainer.metrics_path()).parent_path().string();
@@ -155,7 +156,8 @@ int run_train(const TrainArgs& args) {
         if (!args.quiet) log_info("{} pictures of the run in {}/ (index.html shows them all)", files.size(),
                                   dir.empty() ? "." : dir);
       } catch (const Error& e) {
-        log_warn("training finished, but the pictures of the run were not drawn: {}", e.what());
+        log_warn("training {}, but the pictures of the run were not drawn: {}",
+                 trainer.stopped_by_signal() ? "stopped" : "finished", e.what());
       }
     }
   } catch (const Error& e) {
