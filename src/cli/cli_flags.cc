@@ -107,7 +107,9 @@ const CLI::App* normalize_from(const CLI::App& root, std::vector<std::string>& a
     }
     if (found) continue;
     std::string suggestion = nearest_name(name, long_names(*app, false));
-    if (!suggestion.empty() && name.find('_') != std::string::npos) std::replace(suggestion.begin(), suggestion.end(), '-', '_');
+    // In the user's spelling: --wroker_num -> --worker_num, --wroker-num -> --worker-num.
+    if (name.find('_') != std::string::npos) std::replace(suggestion.begin(), suggestion.end(), '-', '_');
+    else if (name.find('-') != std::string::npos) std::replace(suggestion.begin(), suggestion.end(), '_', '-');
     const std::string command = command_of(app);
     if (suggestion.empty())
       fail("unknown flag --{} ({} --help lists them)", name, command);

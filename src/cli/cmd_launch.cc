@@ -130,6 +130,16 @@ std::string metrics_path(const Config& config, const std::vector<std::string>& p
   return config.checkpoint.dir.empty() ? "metrics.jsonl" : config.checkpoint.dir + "/metrics.jsonl";
 }
 
+// The program's `--set KEY=VALUE` overrides, so that the launcher checks the config the ranks train.
+std::vector<std::string> config_overrides(const std::vector<std::string>& program) {
+  std::vector<std::string> overrides;
+  for (size_t i = 0; i < program.size(); ++i) {
+    if (program[i] == "--set" && i + 1 < program.size()) overrides.push_back(program[++i]);
+    else if (program[i].rfind("--set=", 0) == 0) overrides.push_back(program[i].substr(6));
+  }
+  return overrides;
+}
+
 bool has_flag(const std::vector<std::string>& program, const std::string& flag) {
   for (const std::string& a : program)
     if (a == flag || a.rfind(flag + "=", 0) == 0) return true;
@@ -170,7 +180,7 @@ int run_launch(LaunchArgs args) {
   std::optional<Config> config;
   if (training) {
     if (args.program.size() < 2) fail("train needs a CONFIG.yaml after it");
-    config = load_config(args.program[1]);
+    config = load_config(args.program[1], config_overrides(args.program));
   }
   if (args.max_restarts > 0 && (!training || config->checkpoint.dir.empty()))
     fail("--max-restarts {} needs a training job with checkpoint.dir set (a restart resumes from the latest "

@@ -38,6 +38,7 @@ struct TrainArgs {
   std::string metrics;
   bool quiet = false;
   std::string log_format = "text";
+  std::vector<std::string> overrides;  // --set KEY=VALUE
 };
 
 // One error line from the rank that failed; other ranks are ended with it.
@@ -90,7 +91,7 @@ int run_train(const TrainArgs& args) {
   // Set-up errors are the same on every rank (same files, same arithmetic): rank 0 reports them and
   // every rank exits cleanly. Errors after set-up may be rank-specific and abort the whole job.
   try {
-    config = load_config(args.config);
+    config = load_config(args.config, args.overrides);
     preflight_train(config, mpi.world_size(), job_memory_per_rank(config));
   } catch (const Error& e) {
     if (mpi.world_rank() == 0) std::fprintf(stderr, "moe4d: error: %s\n", e.what());
@@ -192,6 +193,10 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--blas-threads", args->blas_threads, "BLAS threads per rank (default 1)")->check(CLI::PositiveNumber);
   cmd->add_option("--metrics", args->metrics, "JSONL metrics file (default: train.metrics_file)");
+  cmd->add_option("--set", args->overrides,
+                  "KEY=VALUE: override a config key before it is checked, e.g. --set train.lr=3e-4 (repeatable; "
+                  "recorded in the checkpoints' config)")
+      ->allow_extra_args(false);
   cmd->add_flag("--quiet", args->quiet, "no per-step progress lines");
   cmd->add_option("--log-format", args->log_format, "progress lines as text (default) or json (one object per line)")
       ->check(CLI::IsMember({"text", "json"}));

@@ -506,7 +506,8 @@ int second_document_line(const std::string& text) {
 
 }  // namespace
 
-Config parse_config(const std::string& yaml_text, const std::string& source_name) {
+Config parse_config(const std::string& yaml_text, const std::string& source_name,
+                    const std::vector<std::string>& overrides) {
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
@@ -519,6 +520,7 @@ Config parse_config(const std::string& yaml_text, const std::string& source_name
          "everything after it would be ignored)",
          source_name, line);
   ConfigReader reader(source_name);
+  reader.set_overrides(apply_overrides(root, overrides));
   Config config;
   config.source = source_name;
   if (!root.IsNull() && !root.IsMap())
@@ -566,13 +568,13 @@ Config parse_config(const std::string& yaml_text, const std::string& source_name
   return config;
 }
 
-Config load_config(const std::string& path) {
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   std::ifstream file(path, std::ios::binary);
   if (!file) fail("cannot read config '{}': {}", path, std::strerror(errno));
   std::stringstream text;
   text << file.rdbuf();
   if (file.bad()) fail("cannot read config '{}': read error", path);
-  return parse_config(text.str(), path);
+  return parse_config(text.str(), path, overrides);
 }
 
 }  // namespace moe4d

@@ -4,12 +4,14 @@
 #pragma once
 
 #include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
 
 #include <array>
 #include <map>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "config/config.h"
 #include "core/error.h"
@@ -65,14 +67,39 @@ struct KeyInfo {
   std::string text;
 };
 
+// A `--set KEY=VALUE` override (config_overrides.cc): the key as written and the shortest path it
+// created (the key itself when it replaced a value of the file).
+struct OverrideSite {
+  std::string key;
+  std::string created;
+};
+
 // Error formatting plus the record of every key that was read, keyed by canonical path.
 class ConfigReader {
  public:
   explicit ConfigReader(std::string source) : source_(std::move(source)) {}
 
+  void set_overrides(std::vector<OverrideSite> overrides) { overrides_ = std::move(overrides); }
+
+  // The override that wrote `path` (or a map or list above it), or nullptr.
+  const OverrideSite* override_of(const std::string& path) const {
+    auto under = [&](const std::string& root) {
+      return path == root || (path.size() > root.size() && path.compare(0, root.size(), root) == 0 &&
+                              (path[root.size()] == '.' || path[root.size()] == '['));
+    };
+    for (auto it = overrides_.rbegin(); it != overrides_.rend(); ++it)
+      if (under(it->key) || under(it->created)) return &*it;
+    return nullptr;
+  }
+
   // The message quotes the user's text; control characters in it (yaml-cpp turns some bytes into
   // line breaks) are written as \xNN so the error stays one line (found by fuzz_config_loader).
+  // A value that came from `--set KEY=...` is blamed on `--set KEY`, not on a line of the file.
   [[noreturn]] void fail_at(int line, const std::string& path, const std::string& what) const {
+    if (const OverrideSite* o = override_of(path)) {
+      if (path == o->key) fail("--set {}: {}", escape_controls(o->key), escape_controls(what));
+      fail("--set {}: {}: {}", escape_controls(o->key), escape_controls(path), escape_controls(what));
+    }
     std::string where = line > 0 ? fmt::format("{}:{}", source_, line) : source_;
     if (path.empty()) fail("{}: {}", where, escape_controls(what));
     fail("{}: {}: {}", where, escape_controls(path), escape_controls(what));
@@ -107,7 +134,12 @@ class ConfigReader {
  private:
   std::string source_;
   std::map<std::string, KeyInfo> keys_;
+  std::vector<OverrideSite> overrides_;
 };
+
+// Applies `KEY=VALUE` overrides to the parsed YAML `root` (config_overrides.cc) and returns where
+// each landed; a malformed override fails naming it.
+std::vector<OverrideSite> apply_overrides(YAML::Node& root, const std::vector<std::string>& overrides);
 
 // Pass 2 of parse_config: ranges and cross-field rules of one model, pointing at the lines `r`
 // recorded (config_validate.cc).
