@@ -161,6 +161,22 @@ int run_train(const TrainArgs& args) {
                  trainer.stopped_by_signal() ? "stopped" : "finished", e.what());
       }
     }
+    // Ending inside a streak of non-finite steps (shorter than train.max_nonfinite_steps) is a failed
+    // run, not a finished one: the final state is not finite and was not checkpointed. Every rank
+    // knows the streak, so all return the error without an abort.
+    if (trainer.nonfinite_streak() > 0) {
+      if (pc->rank == 0)
+        std::fprintf(stderr,
+                     "moe4d: error: training ended after step %lld with the loss or the gradients non-finite for the "
+                     "last %d step(s) (fewer than train.max_nonfinite_steps %d, so it was not stopped earlier); no "
+                     "checkpoint was written during them; %s\n",
+                     static_cast<long long>(trainer.step()), trainer.nonfinite_streak(),
+                     config.train.max_nonfinite_steps,
+                     trainer.last_checkpoint().empty()
+                         ? "this run wrote no checkpoint before them"
+                         : ("the newest checkpoint, " + trainer.last_checkpoint() + ", is the last good state").c_str());
+      return 2;
+    }
   } catch (const Error& e) {
     return fail_run(mpi, e.what());
   } catch (const std::bad_alloc&) {

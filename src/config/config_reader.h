@@ -49,12 +49,27 @@ std::string names_of(const NameTable<E, N>& table) {
   return out;
 }
 
+// `text` with control characters and bytes that are not part of valid UTF-8 written as \xNN, so that
+// a message quoting the user's bytes stays one printable line (a raw 0xD7 from a binary file would
+// otherwise reach the terminal; found by fuzzing).
 inline std::string escape_controls(std::string_view text) {
   std::string out;
-  for (const char ch : text) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", c);
-    else out += ch;
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    size_t length = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    if (length > 1 && i + length <= text.size()) {
+      for (size_t k = 1; k < length; ++k)
+        if ((static_cast<unsigned char>(text[i + k]) >> 6) != 0x2) length = 0;
+    } else if (length > 1) {
+      length = 0;
+    }
+    if (length == 0 || c < 0x20 || c == 0x7f) {
+      out += fmt::format("\\x{:02x}", c);
+      ++i;
+      continue;
+    }
+    out.append(text.substr(i, length));
+    i += length;
   }
   return out;
 }
@@ -102,7 +117,7 @@ class ConfigReader {
     }
     std::string where = line > 0 ? fmt::format("{}:{}", source_, line) : source_;
     if (path.empty()) fail("{}: {}", where, escape_controls(what));
-    fail("{}: {}: {}", where, escape_controls(path), escape_controls(what));
+    fail("{}: {}: {}", escape_controls(where), escape_controls(path), escape_controls(what));
   }
   [[noreturn]] void fail_missing(const std::string& path) const {
     fail("{}: missing required key {}", source_, path);
@@ -136,6 +151,15 @@ class ConfigReader {
   std::map<std::string, KeyInfo> keys_;
   std::vector<OverrideSite> overrides_;
 };
+
+// How deep the YAML text nests (sections, keys, list entries, flow brackets) and the first line of
+// the deepest point (config_text.cc). yaml-cpp answers very deep nesting with "bad file".
+struct NestingDepth {
+  int depth = 0;
+  int line = 0;
+};
+NestingDepth deepest_nesting(const std::string& text);
+inline constexpr int kMaxConfigNesting = 16;  // a config needs 4: section, key, list, map
 
 // Applies `KEY=VALUE` overrides to the parsed YAML `root` (config_overrides.cc) and returns where
 // each landed; a malformed override fails naming it.

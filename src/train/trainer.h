@@ -93,6 +93,9 @@ class Trainer {
   int64_t step() const { return step_; }
   // The signal that made run() stop before its last step (0: it did not stop on a signal).
   int stopped_by_signal() const { return stopped_by_signal_; }
+  // Consecutive non-finite steps at the end of run() (the same on every rank; 0: the run ended on a
+  // good step). Such a run wrote no checkpoint since the streak began.
+  int nonfinite_streak() const { return guard_.streak(); }
   // The step directory of the newest checkpoint this Trainer wrote (empty if none).
   const std::string& last_checkpoint() const { return last_checkpoint_; }
   // The JSONL metrics file (rank 0; empty elsewhere).
