@@ -14,6 +14,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "cli/commands.h"
+#include "cli/host_load.h"
 #include "cli/train_preflight.h"
 #include "cli/stop_signals.h"
 #include "cli/train_setup.h"
@@ -109,10 +110,19 @@ int run_train(const TrainArgs& args) {
     const int ranks_per_node =
         config.parallel.local_worker_num > 0 ? config.parallel.local_worker_num : world->detect_ranks_per_node();
     auto pc = make_parallel_context(std::move(world), config.parallel, ranks_per_node);
+    const nlohmann::json oversubscription = detect_oversubscription(args.blas_threads);
+    if (pc->rank == 0 && !oversubscription.is_null())
+      for (const auto& h : oversubscription["oversubscription"]["hosts"])
+        log_warn("oversubscribed: {} ranks x {} BLAS thread(s) on {} cores of host {}: ranks take turns on the "
+                 "cores, so step times are slower and the exposed communication in step_time.svg is mostly waiting "
+                 "for a CPU, not for a peer (recorded in the metrics; time.rank_descheduled_s measures it)",
+                 h["ranks"].get<int>(), args.blas_threads, h["cores"].get<int>(), h["host"].get<std::string>());
     const std::string metrics_path = metrics_path_of(config, args.metrics);
     TrainerOptions options_t{.resume_from = args.resume_from, .exit_after = args.exit_after, .quiet = args.quiet,
                              .metrics_path = metrics_path, .stop_signal = &stop_signal,
-                             .json_progress = args.log_format == "json"};
+                             .json_progress = args.log_format == "json",
+                             .run_facts = oversubscription,
+                             .descheduled_seconds = thread_runqueue_wait_seconds};
     // The run directory is rank 0's to judge (refuse a used one, move it aside, find the resume
     // point); every rank learns the outcome, and a refusal ends every rank cleanly.
     int64_t outcome[2] = {0, -1};  // {refused, resume step}

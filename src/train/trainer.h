@@ -15,6 +15,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,6 +60,12 @@ struct TrainerOptions {
   // after the same step), then writes a checkpoint and returns. Borrowed; null: never stop early.
   const std::atomic<int>* stop_signal = nullptr;
   bool json_progress = false;  // progress lines as JSON objects (`train --log-format json`)
+  // Facts about the run's machines (the CLI's `oversubscription`), added to the first metrics
+  // record of the run; null: none.
+  nlohmann::json run_facts;
+  // Seconds this thread has so far spent runnable but waiting for a CPU (the OS's run-queue wait),
+  // read before and after each step: time.rank_descheduled_s. Empty, or NaN: not measured.
+  std::function<double()> descheduled_seconds;
 };
 
 struct StepResult {
