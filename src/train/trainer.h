@@ -15,6 +15,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -106,6 +107,19 @@ class Trainer {
   Transformer& model() { return *model_; }
   // Full parameter tensors gathered on rank 0 (empty elsewhere): for tests and checkpoints.
   std::map<std::string, FullTensor> gather_parameters();
+  // The training state as full tensors, named as in a checkpoint: `values` under the parameters'
+  // global names (model.safetensors), AdamW's moments under exp_avg.<name> and exp_avg_sq.<name>
+  // (optimizer.safetensors). On world rank 0 (empty maps elsewhere). Collective; between steps.
+  struct FullState {
+    std::map<std::string, FullTensor> values, optimizer;
+  };
+  FullState gather_state();
+  // This rank's shards of the values and AdamW's moments cut out of full tensors named as in
+  // FullState (`values(name)` and `optimizer("exp_avg." + name)` return them or throw; `origin`
+  // names their source in errors). Router biases, step and loss scale are not touched. Local;
+  // between steps (a checkpoint load, or a test that restarts a layout from another run's state).
+  using TensorLookup = std::function<const Tensor&(const std::string& name)>;
+  void load_state(const TensorLookup& values, const TensorLookup& optimizer, const std::string& origin);
 
  private:
   void gather_rank_hosts();  // collective
