@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "plan/memory_model.h"
+#include "plan/param_count.h"
 
 namespace moe4d {
 
@@ -81,16 +82,12 @@ double model_forward_flops_per_sequence(const ModelConfig& model, int seq_length
   const double d = model.hidden_size;
   const double f = model.ffn_hidden_size;
   const double fe = model.expert_ffn();
-  double flops = 0;
-  for (int l = 0; l < model.num_layers; ++l) {
-    flops += 2 * s * d * model.qkv_width() + 2 * s * s * d * 2 + 2 * s * d * d;
-    if (model.is_moe_layer(l)) {
-      flops += 2 * s * d * model.moe.num_experts + model.moe.top_k * 3 * 2 * s * d * fe +
-               3 * 2 * s * d * model.shared_ffn();
-    } else {
-      flops += 3 * 2 * s * d * f;
-    }
-  }
+  const double n_moe = static_cast<double>(moe_layers_in(model, 0, model.num_layers));
+  const double n_dense = model.num_layers - n_moe;
+  double flops = model.num_layers * (2 * s * d * model.qkv_width() + 2 * s * s * d * 2 + 2 * s * d * d);
+  flops += n_moe * (2 * s * d * model.moe.num_experts + model.moe.top_k * 3 * 2 * s * d * fe +
+                    3 * 2 * s * d * model.shared_ffn());
+  flops += n_dense * 3 * 2 * s * d * f;
   return flops + 2 * s * d * model.vocab_size;
 }
 

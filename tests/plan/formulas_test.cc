@@ -61,6 +61,26 @@ TEST(ParamCount, ModelOptionsByHand) {
   EXPECT_DOUBLE_EQ(s1.experts, 2 * 3 * 8 * 8 / 2);
 }
 
+// The closed-form MoE-layer count agrees with ModelConfig::is_moe_layer layer by layer.
+TEST(ParamCount, MoeLayersInClosedFormMatchesTheLayerRule) {
+  ModelConfig m = tiny_moe();
+  m.num_layers = 37;
+  for (int freq : {1, 2, 3, 5})
+    for (int first_dense : {0, 1, 4, 7}) {
+      m.moe.layer_freq = freq;
+      m.moe.first_dense_layers = first_dense;
+      for (int a = 0; a <= m.num_layers; a += 3)
+        for (int b = a; b <= m.num_layers; b += 2) {
+          int64_t expected = 0;
+          for (int l = a; l < b; ++l) expected += m.is_moe_layer(l) ? 1 : 0;
+          EXPECT_EQ(moe_layers_in(m, a, b), expected) << "freq " << freq << " first_dense " << first_dense << " [" << a
+                                                      << ", " << b << ")";
+        }
+    }
+  m.moe.num_experts = 0;
+  EXPECT_EQ(moe_layers_in(m, 0, m.num_layers), 0);
+}
+
 // Mixtral-8x7B and DeepSeek-MoE-16B presets have their published sizes.
 TEST(ParamCount, PresetsMatchThePublishedModels) {
   const ModelParamCount mixtral = count_model_params(model_preset("mixtral-8x7b").model);

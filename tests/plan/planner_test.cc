@@ -303,6 +303,35 @@ data:
   EXPECT_NE(overridden.find(", bf16\n"), std::string::npos) << overridden;
 }
 
+// Issue 30 item 11: num_layers 2^31 - 1 took 24 s before an answer (layer-by-layer walks in the
+// config check, the parameter count, the stage split and the FLOP count). Every one of them is
+// closed-form now, so this answers at once (ctest's timeout would catch a walk of 2^31 layers).
+TEST(Planner, AbsurdLayerCountsAnswerAtOnce) {
+  TempDir dir;
+  const std::string config = dir.write("deep.yaml", R"(model:
+  vocab_size: 256
+  hidden_size: 64
+  num_layers: 2147483647
+  num_heads: 4
+  ffn_hidden_size: 128
+  seq_length: 64
+  moe: {num_experts: 4, top_k: 2, first_dense_layers: 3, layer_freq: 2}
+train:
+  global_batch_size: 8
+  steps: 10
+data:
+  train: data/tiny.bin
+)");
+  PlanRequest r;
+  r.model = config;
+  r.cluster = "atlas-800t-a2";
+  r.show_rejected = true;
+  const std::string out = run_plan(r);
+  EXPECT_NE(out.find("2147483647 layers"), std::string::npos) << out;
+  EXPECT_NE(out.find("no layout fits"), std::string::npos) << out;
+  EXPECT_NE(out.find("pp 2 does not divide num_layers 2147483647"), std::string::npos) << out;
+}
+
 TEST(Planner, ClearErrorsForBadInputs) {
   PlanRequest r = articles_request();
   r.model = "gpt-5";
