@@ -2,6 +2,7 @@
 #include "plan/bottleneck.h"
 #include "plan/param_count.h"
 #include "plan/plan_report.h"
+#include "plan/ranking.h"
 
 namespace moe4d {
 namespace {
@@ -103,6 +104,9 @@ nlohmann::json search_json(const PlanContext& ctx, const SearchResult& r, bool w
   for (size_t i = 0; i < r.ranked.size(); ++i) {
     nlohmann::json row = evaluation_json(ctx, r.ranked[i]);
     row["rank"] = i + 1;
+    row["vs_fastest"] = vs_fastest(r, r.ranked[i]);
+    row["tie_with_best"] = static_cast<int>(i) < r.tied;
+    row["inter_node_comm_seconds"] = inter_node_seconds(r.ranked[i]);
     ranked.push_back(std::move(row));
   }
   nlohmann::json out = {{"context", context_json(ctx)},
@@ -113,6 +117,12 @@ nlohmann::json search_json(const PlanContext& ctx, const SearchResult& r, bool w
                           {"admitted", r.admitted},
                           {"timed", r.timed},
                           {"rejected_splits", r.rejected.size()}}},
+                        {"ranking",
+                         {{"rule", ranking_rule_text()},
+                          {"step_time_error", kStepTimeError},
+                          {"tied_rows", r.tied},
+                          {"fastest_step_seconds", r.fastest_step},
+                          {"best", describe_best(r)}}},
                         {"ranked", std::move(ranked)}};
   if (with_rejected) {
     nlohmann::json rejected = nlohmann::json::array();

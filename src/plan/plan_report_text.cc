@@ -4,6 +4,7 @@
 #include "plan/bottleneck.h"
 #include "plan/param_count.h"
 #include "plan/plan_report.h"
+#include "plan/ranking.h"
 #include "plan/replication_model.h"
 #include "plan/schedule_model.h"
 
@@ -107,19 +108,23 @@ std::string format_ranked_table(const PlanContext& ctx, const SearchResult& r) {
     out += "no layout fits; the reasons for every split:\n";
     return out + format_rejected(r);
   }
-  out += fmt::format("{:>3}  {:<20} {:>4} {:>4}  {:<14} {:<9} {:>4}  {:<11}  {:>7}  {:>8}  {:>10}  {:>5}  {:>6}  {:>5}\n", "#",
-                     "layout", "mbs", "mb", "schedule", "recompute", "zero", "order", "mem GiB", "step s", "tokens/s",
-                     "MFU", "bubble", "comm");
+  out += fmt::format("{:>3}  {:<20} {:>4} {:>4}  {:<14} {:<9} {:>4}  {:<11}  {:>7}  {:>8}  {:<12}  {:>10}  {:>5}  {:>6}  {:>5}\n",
+                     "#", "layout", "mbs", "mb", "schedule", "recompute", "zero", "order", "mem GiB", "step s",
+                     "vs fastest", "tokens/s", "MFU", "bubble", "comm");
   for (size_t i = 0; i < r.ranked.size(); ++i) {
     const Evaluation& e = r.ranked[i];
     const Layout& l = e.layout;
-    out += fmt::format("{:>3}  {:<20} {:>4} {:>4}  {:<14} {:<9} {:>4}  {:<11}  {:>7}  {:>8.3f}  {:>10.0f}  {:>4.1f}%  {:>5.1f}%  {:>4.1f}%\n",
+    const std::string versus = fmt::format("{:+.1f}%{}", 100 * vs_fastest(r, e), static_cast<int>(i) < r.tied ? " tie" : "");
+    out += fmt::format("{:>3}  {:<20} {:>4} {:>4}  {:<14} {:<9} {:>4}  {:<11}  {:>7}  {:>8.3f}  {:<12}  {:>10.0f}  {:>4.1f}%  {:>5.1f}%  {:>4.1f}%\n",
                        i + 1, layout_dims_string(l), l.micro_batch_size, l.micro_batch_num, schedule_text(l),
                        recompute_name(l.recompute), l.zero_stage, rank_order_string(l.order), gib(e.memory.total()),
-                       e.time.step, e.tokens_per_second, 100 * e.mfu, 100 * e.time.bubble / e.time.step,
+                       e.time.step, versus, e.tokens_per_second, 100 * e.mfu, 100 * e.time.bubble / e.time.step,
                        100 * e.time.communication() / e.time.step);
   }
-  out += fmt::format("\nbest: {}\n", describe_bottleneck(ctx, r.ranked.front()));
+  if (r.tied > 0 && r.tied > static_cast<int>(r.ranked.size()))
+    out += fmt::format("({} rows tie with the fastest; --top {} shows them all)\n", r.tied, r.tied);
+  out += fmt::format("\nbest: {}\n", describe_best(r));
+  out += fmt::format("bottleneck of row 1: {}\n", describe_bottleneck(ctx, r.ranked.front()));
   out += fmt::format("{} splits refused (--show-rejected lists them); --explain RANK shows one row in full\n",
                      r.rejected.size());
   return out;
