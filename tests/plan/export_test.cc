@@ -198,7 +198,8 @@ std::map<std::string, std::string> parse_flags(const std::string& text) {
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
+    line.erase(0, line.find_first_not_of(' '));  // the arguments are indented under pretrain_gpt.py
+    if (line.empty() || line[0] == '#' || line.rfind("--", 0) != 0) continue;
     if (line.size() >= 2 && line.substr(line.size() - 2) == " \\") line.resize(line.size() - 2);
     const size_t space = line.find(' ');
     flags[line.substr(0, space)] = space == std::string::npos ? "" : line.substr(space + 1);
@@ -223,11 +224,12 @@ TEST(Export, MegatronArgumentsDescribeTheLayout) {
   flags = parse_flags(export_megatron(ctx, inter));
   EXPECT_EQ(flags["--num-virtual-stages-per-pipeline-rank"], "2");
   EXPECT_TRUE(flags.count("--use-distributed-optimizer"));
-  // Every second layer MoE: Megatron's pattern lists them explicitly.
+  // Every second layer MoE (layers 1, 3, ..., 63): Megatron's list expression (its integer form would put
+  // the MoE layer first in each period).
   PlanContext alternating = ctx;
   alternating.model.moe.layer_freq = 2;
   flags = parse_flags(export_megatron(alternating, articles_layout(ctx)));
-  EXPECT_EQ(flags["--moe-layer-freq"], "\"([0]*1+[1])*32\"");
+  EXPECT_EQ(flags["--moe-layer-freq"], "\"[0]*1+([1]+[0]*1)*31+[1]+[0]*0\"");
 }
 
 // Mixtral's GQA and theta, DeepSeek-MoE's expert widths, shared experts, dense layer 0 and
@@ -251,7 +253,7 @@ TEST(Export, ModelOptionsReachMegatronAndMoe4dConfigs) {
   EXPECT_EQ(flags["--moe-shared-expert-intermediate-size"], "2816");
   EXPECT_TRUE(flags.count("--moe-router-pre-softmax"));
   EXPECT_EQ(flags["--norm-epsilon"], "1e-06");
-  EXPECT_EQ(flags["--moe-layer-freq"].substr(0, 6), "\"[0,1,");
+  EXPECT_EQ(flags["--moe-layer-freq"], "\"[0]*1+([1]+[0]*0)*26+[1]+[0]*0\"");  // layer 0 dense, 27 MoE layers
   const Config config = parse_config(export_moe4d_config(dctx, dlayout, std::nullopt), "exported.yaml");
   EXPECT_EQ(config.model.moe.expert_ffn_hidden_size, 1408);
   EXPECT_EQ(config.model.shared_ffn(), 2816);
