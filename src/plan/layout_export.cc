@@ -98,6 +98,36 @@ std::string export_mindformers(const PlanContext& ctx, const Layout& l) {
   if (m.is_moe() && m.moe.layer_freq > 1)
     out += fmt::format("# moe.layer_freq {}: MindFormers' moe_config has no layer frequency; set the model's own MoE layer list.\n",
                        m.moe.layer_freq);
+  if (m.is_moe() && m.moe.first_dense_layers > 0)
+    out += fmt::format("# moe.first_dense_layers {}: set the model's first_k_dense_replace (DeepSeek-style models) to it.\n",
+                       m.moe.first_dense_layers);
+  if (m.is_moe())
+    out += fmt::format("# moe_intermediate_size {} is the routed experts' width; MindFormers' legacy llama network sizes them by\n"
+                       "# model_config.intermediate_size instead (set it to {} there){}.\n",
+                       m.expert_ffn(), m.expert_ffn(),
+                       m.shared_ffn() > 0 && m.shared_ffn() % m.expert_ffn() != 0
+                           ? fmt::format("; the shared experts' width {} is not a multiple of it, which MindFormers' "
+                                         "shared_expert_num cannot express",
+                                         m.shared_ffn())
+                           : "");
+  // mindformers/tools/check_rules.py _check_moe_parallel_valid: MoE with model_parallel > 1 needs
+  // use_seq_parallel (it raises otherwise), so it is on whatever the plan chose.
+  const bool moe_needs_sp = m.is_moe() && l.tp > 1;
+  const bool use_seq_parallel = l.tp > 1 && (l.sequence_parallel || moe_needs_sp);
+  if (moe_needs_sp && !l.sequence_parallel)
+    out += "# use_seq_parallel: MindFormers' check_rules refuses MoE with model_parallel > 1 without it. This layout\n"
+           "# was planned without it: MindFormers' activation memory is below the plan's (sp=1 plans it with).\n";
+  // gradient_aggregation_group is MindFormers' number of gradient fusion groups: layer i joins group
+  // i / ((layers + 1) / g) + 1 (mindformers/models/utils.py LayerSetting.set), so a group is g-th of the
+  // layers; with pipeline stages every layer is group 2 and only the embedding and final norm use it.
+  const StageParams stage0 = stage_params(ctx.model, l, 0);
+  const int buckets = ctx.setup.grad_buckets > 0 ? ctx.setup.grad_buckets
+                                                 : std::max(1, ctx.setup.bucket_count(stage0.dense, mf_dp));
+  const int fusion_groups = std::max(1, std::min(buckets, m.num_layers));
+  out += fmt::format("# gradient_aggregation_group {}: gradient fusion groups over the layers, as close to the plan's {} "
+                     "gradient bucket{} per stage as whole layers allow{}.\n",
+                     fusion_groups, buckets, buckets == 1 ? "" : "s",
+                     l.pp > 1 ? " (with pipeline stages MindFormers puts every layer in one group)" : "");
   // semi_auto_parallel (1) with full_batch: the mode in which MindFormers reads data_parallel, the
   // pipeline and gradient accumulation; global batch = batch_size x data_parallel x micro-batches.
   out += "parallel:\n  parallel_mode: 1\n  full_batch: True\n  gradients_mean: False\n";
@@ -117,16 +147,12 @@ std::string export_mindformers(const PlanContext& ctx, const Layout& l) {
   out += fmt::format("  pipeline_stage: {}\n", l.pp);
   out += fmt::format("  expert_parallel: {}\n", l.ep);
   out += fmt::format("  micro_batch_num: {}\n", l.pp > 1 ? l.micro_batch_num : 1);
-  // Sequence parallelism as the plan evaluated it (MindFormers shards over model_parallel, so only with TP).
-  out += fmt::format("  use_seq_parallel: {}\n", py_bool(l.sequence_parallel && l.tp > 1));
+  // Sequence parallelism as the plan evaluated it, and always for MoE with TP (check_rules, above);
+  // MindFormers shards the sequence over model_parallel, so only with TP.
+  out += fmt::format("  use_seq_parallel: {}\n", py_bool(use_seq_parallel));
+  // vocab_emb_dp False: the embedding is sharded over model_parallel, as moe4d shards the vocabulary over TP.
   out += "  vocab_emb_dp: False\n";
-  // MindFormers counts buckets; size-based bucketing has no MindFormers key, so the count it gives here.
-  {
-    const StageParams sp = stage_params(ctx.model, l, 0);
-    const int count = ctx.setup.grad_buckets > 0 ? ctx.setup.grad_buckets
-                                                 : std::max(1, ctx.setup.bucket_count(sp.dense, mf_dp));
-    out += fmt::format("  gradient_aggregation_group: {}\n", count);
-  }
+  out += fmt::format("  gradient_aggregation_group: {}\n", fusion_groups);
   out += "micro_batch_interleave_num: 1\n";
   out += fmt::format("runner_config:\n  batch_size: {}\n", l.micro_batch_size);
   out += fmt::format("  gradient_accumulation_steps: {}\n", l.pp > 1 ? 1 : l.micro_batch_num);
@@ -142,7 +168,15 @@ std::string export_mindformers(const PlanContext& ctx, const Layout& l) {
     if (m.moe.z_loss_coeff > 0) out += fmt::format("  z_loss_factor: {}\n", m.moe.z_loss_coeff);
     if (m.moe.router_bias_update_rate > 0)
       out += fmt::format("  balance_via_topk_bias: True\n  topk_bias_update_rate: {}\n", m.moe.router_bias_update_rate);
-    out += fmt::format("  moe_intermediate_size: {}\n", m.ffn_hidden_size);
+    // MoEConfig.moe_intermediate_size is the routed experts' width (parallel_core/transformer_config_utils.py
+    // maps it to moe_ffn_hidden_size), not the dense FFN's.
+    out += fmt::format("  moe_intermediate_size: {}\n", m.expert_ffn());
+    out += fmt::format("  norm_topk_prob: {}\n", py_bool(m.moe.normalize_top_k));
+    if (m.moe.score_function == RouterScore::kSigmoid) out += "  use_gating_sigmoid: True\n";
+    out += "  router_dense_type: float32\n";  // moe4d scores the router in fp32
+    // Legacy llama_layer.py: the shared experts are one FFN of the routed width x shared_expert_num.
+    if (m.shared_ffn() > 0 && m.shared_ffn() % m.expert_ffn() == 0)
+      out += fmt::format("  shared_expert_num: {}\n", m.shared_ffn() / m.expert_ffn());
     out += "  routing_policy: TopkRouterV1\n";
   }
   if (l.schedule == PipelineSchedule::kInterleaved)
