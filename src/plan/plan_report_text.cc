@@ -203,6 +203,7 @@ std::string format_explain(const PlanContext& ctx, const Evaluation& e) {
              l.pp > 1 ? fmt::format("{} stages, {} micro-batches", l.pp, l.micro_batch_num) : "-");
     time_row("optimizer step", t.optimizer, "");
   }
+  if (t.step > 0) out += format_stage_times(ctx, e);
   out += fmt::format("\nbottleneck: {}\n", describe_bottleneck(ctx, e));
   if (t.step > 0) {
     const Placement& p = e.placement;
@@ -216,6 +217,60 @@ std::string format_explain(const PlanContext& ctx, const Evaluation& e) {
       out += fmt::format("  (rank-to-device map omitted for {} ranks; --format json has the group spans)\n", l.world());
     }
   }
+  return out;
+}
+
+std::string format_stage_times(const PlanContext& ctx, const Evaluation& e) {
+  LayoutEvaluator evaluator(ctx);
+  const std::vector<StageTime> all = evaluator.stage_times(e.layout);
+  // Up to 8 stages side by side; beyond that the first, the critical and the last.
+  std::vector<const StageTime*> shown;
+  for (const StageTime& st : all)
+    if (all.size() <= 8 || st.stage == 0 || st.stage == e.time.critical_stage || st.stage + 1 == int(all.size()))
+      shown.push_back(&st);
+  std::string out = fmt::format(
+      "\nper stage, one device, the whole step in seconds (forward + backward of {} micro-batches; compare with a "
+      "profiler's timeline):\n  {:<30}",
+      e.layout.micro_batch_num, "");
+  for (const StageTime* st : shown)
+    out += fmt::format(" {:>10}", fmt::format("stage {}", st->stage) + (st->stage == e.time.critical_stage ? "*" : ""));
+  out += "\n";
+  auto row = [&](const std::string& name, auto get, bool always = false) {
+    bool any = always;
+    for (const StageTime* st : shown) any = any || get(*st) > 0;
+    if (!any) return;
+    out += fmt::format("  {:<30}", name);
+    for (const StageTime* st : shown) out += fmt::format(" {:>10.3f}", get(*st));
+    out += "\n";
+  };
+  row("GEMM qkv", [](const StageTime& s) { return s.gemms.qkv; });
+  row("GEMM attention (QK^T, PV)", [](const StageTime& s) { return s.gemms.attention; });
+  row("GEMM attention output", [](const StageTime& s) { return s.gemms.output; });
+  row("GEMM dense FFN", [](const StageTime& s) { return s.gemms.ffn; });
+  row("GEMM router", [](const StageTime& s) { return s.gemms.router; });
+  row("GEMM routed experts", [](const StageTime& s) { return s.gemms.experts; });
+  row("GEMM shared experts", [](const StageTime& s) { return s.gemms.shared_experts; });
+  row("GEMM LM head", [](const StageTime& s) { return s.head_gemm; });
+  row("memory-bound work", [](const StageTime& s) { return s.memory_bound; }, true);
+  row("recompute", [](const StageTime& s) { return s.recompute; });
+  row("TP collectives (exposed)", [](const StageTime& s) { return s.tp_exposed; });
+  row("EP all-to-all exposed", [](const StageTime& s) { return s.ep_exposed; });
+  row("EP all-to-all hidden", [](const StageTime& s) { return s.ep_hidden; });
+  row("PP send/recv (exposed)", [](const StageTime& s) { return s.pp_exposed; });
+  row("ZeRO per micro-batch exposed", [](const StageTime& s) { return s.zero_exposed; });
+  row("ZeRO per micro-batch hidden", [](const StageTime& s) { return s.zero_hidden; });
+  row("= busy in the pipeline", [](const StageTime& s) { return s.busy; }, true);
+  row("idle (pipeline bubble)", [](const StageTime& s) { return s.idle; }, true);
+  row("DP reduction exposed", [](const StageTime& s) { return s.dp_exposed; });
+  row("DP reduction hidden", [](const StageTime& s) { return s.dp_hidden; });
+  row("ZeRO weight all-gather", [](const StageTime& s) { return s.param_gather; });
+  row("optimizer step", [](const StageTime& s) { return s.optimizer; }, true);
+  if (shown.size() < all.size())
+    out += fmt::format("  ({} stages: the first, the critical (*) and the last shown; --format json has every stage)\n",
+                       all.size());
+  else
+    out += "  (* the critical stage; the step = the critical stage's busy + idle + the largest exposed DP reduction, "
+           "weight all-gather and optimizer step over the stages)\n";
   return out;
 }
 

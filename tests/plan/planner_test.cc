@@ -150,6 +150,23 @@ TEST(Planner, NotFittingLayoutGetsTheWholeSetOfChanges) {
       << none;
 }
 
+// --explain / --layout show every stage's step in parts, text and JSON (issue 25: compare with a profiler).
+TEST(Planner, ExplainBreaksTheStepDownPerStage) {
+  PlanRequest r = articles_request();
+  r.layout = "dp=2,ep=8,pp=4,mb=16,recompute=full,zero=3,schedule=interleaved,v=2";
+  const std::string out = run_plan(r);
+  EXPECT_NE(out.find("per stage, one device, the whole step in seconds"), std::string::npos) << out;
+  EXPECT_NE(out.find("GEMM routed experts"), std::string::npos) << out;
+  EXPECT_NE(out.find("idle (pipeline bubble)"), std::string::npos) << out;
+  r.json = true;
+  const nlohmann::json doc = nlohmann::json::parse(run_plan(r));
+  ASSERT_EQ(doc["stages"].size(), 4u);
+  EXPECT_GT(doc["stages"][3]["gemm_seconds"]["lm_head"].get<double>(), 0);
+  EXPECT_EQ(doc["stages"][0]["gemm_seconds"]["lm_head"].get<double>(), 0);
+  EXPECT_GT(doc["stages"][0]["idle_seconds"].get<double>(), 0);
+  EXPECT_GT(doc["stages"][0]["zero_hidden_seconds"].get<double>(), 0);
+}
+
 TEST(Planner, RefusesAMismatchedLayout) {
   PlanRequest r = articles_request();
   r.layout = "dp=4,tp=4,pp=3";
@@ -316,7 +333,7 @@ TEST(Planner, ExportsTheChosenLayout) {
   r.export_format = "megatron";
   r.layout = "dp=2,ep=8,tp=4,pp=1,mb=16,recompute=full,zero=3";
   const std::string megatron = run_plan(r);
-  EXPECT_EQ(megatron.rfind("# Megatron-LM arguments for dp=2,ep=8,tp=4", 0), 0u) << megatron;
+  EXPECT_EQ(megatron.rfind("# Megatron-LM run of dp=2,ep=8,tp=4", 0), 0u) << megatron;
   r.layout.clear();
   r.export_format = "moe4d";
   const Config best = parse_config(run_plan(r), "best.yaml");
