@@ -307,13 +307,14 @@ TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place, std
   return out;
 }
 
-Evaluation LayoutEvaluator::evaluate_with_memory(const Layout& layout, const MemoryBreakdown& mem) {
+Evaluation LayoutEvaluator::evaluate_with_memory(const Layout& layout, const MemoryBreakdown& mem,
+                                                 const Placement* placement) {
   Evaluation e;
   e.layout = layout;
   e.memory = mem;
   e.memory_limit = memory_limit(ctx_.cluster);
   e.fits = mem.total() <= e.memory_limit;
-  e.placement = compute_placement(layout, ctx_.cluster.devices_per_node);
+  e.placement = placement ? *placement : compute_placement(layout, ctx_.cluster.devices_per_node);
   e.time = time(layout, e.placement);
   const double sequences = static_cast<double>(ctx_.setup.global_batch);
   e.tokens_per_second = sequences * ctx_.setup.seq_length / e.time.step;

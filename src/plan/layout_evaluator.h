@@ -117,7 +117,9 @@ class LayoutEvaluator {
   // Time for `layout` given its memory: the last memory() call must have been for a layout with
   // the same sizes, micro-batching, schedule, recompute and ZeRO stage (the rank order may differ,
   // it only moves groups between link tiers). The search uses it to time every rank order once.
-  Evaluation evaluate_with_memory(const Layout& layout, const MemoryBreakdown& memory);
+  // `placement`, when given, must be compute_placement(layout, devices per node) (the search has it).
+  Evaluation evaluate_with_memory(const Layout& layout, const MemoryBreakdown& memory,
+                                  const Placement* placement = nullptr);
   // Every stage's step in parts (StageTime). Layout must be valid.
   std::vector<StageTime> stage_times(const Layout& layout);
 
