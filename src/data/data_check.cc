@@ -108,8 +108,9 @@ TokenizerAgreement check_tokenizer_agreement(const std::string& source, const st
 std::string unrecorded_tokenizer_warning(const std::vector<std::string>& unrecorded) {
   if (unrecorded.empty()) return "";
   return fmt::format(
-      "{} token file{} record{} no tokenizer identity ({}{}): made by an older `moe4d prepare` or another tool, so "
-      "{} not checked against data.tokenizer and the other inputs; re-run `moe4d prepare` to record it",
+      "{} token file{} record{} no tokenizer identity ({}{}): made by an older `moe4d prepare` or another tool "
+      "(Megatron's own datasets have no sidecar), so {} not checked against data.tokenizer and the other inputs; "
+      "re-run `moe4d prepare` to record it",
       unrecorded.size(), unrecorded.size() == 1 ? "" : "s", unrecorded.size() == 1 ? "s" : "", unrecorded.front(),
       unrecorded.size() > 1 ? fmt::format(" and {} more", unrecorded.size() - 1) : "",
       unrecorded.size() == 1 ? "its tokenizer is" : "their tokenizers are");

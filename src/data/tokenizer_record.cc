@@ -28,7 +28,7 @@ RecordedTokenizer read_moe4d_header(const std::string& path) {
 RecordedTokenizer read_sidecar(const std::string& prefix) {
   const std::string file = megatron_tokenizer_sidecar_path(prefix);
   std::error_code ec;
-  if (!fs::exists(file, ec)) return {file, "", std::nullopt};
+  if (!fs::exists(file, ec)) return {prefix + ".idx", "", std::nullopt};  // e.g. a dataset Megatron wrote
   nlohmann::json json;
   try {
     json = nlohmann::json::parse(read_token_shard_header_text(file));

@@ -28,7 +28,7 @@ void write_megatron_tokenizer_sidecar(const std::string& prefix, const std::stri
 
 // What the files of one token source record about their tokenizer.
 struct RecordedTokenizer {
-  std::string file;                           // the header or sidecar read (or looked for)
+  std::string file;                           // the header or sidecar read (the .idx if it has no sidecar)
   std::string spec;                           // the tokenizer spec it names (resolved), may be empty
   std::optional<TokenizerIdentity> identity;  // empty: made before identities were recorded
 };
@@ -37,8 +37,8 @@ struct RecordedTokenizer {
 std::optional<RecordedTokenizer> read_megatron_tokenizer_sidecar(const std::string& path);
 
 // Reads only headers (cheap): a moe4d source's .json (every numbered shard's), a Megatron source's
-// sidecar. One entry per file. A missing header is left to the full open to report; a missing
-// sidecar is an unrecorded entry.
+// sidecar. One entry per file. A missing header is left to the full open to report; a dataset
+// without a sidecar is an unrecorded entry naming its .idx.
 std::vector<RecordedTokenizer> read_recorded_tokenizers(const std::string& path, TokenFormat format);
 
 // One input of a run that names a tokenizer, and what it says: `says` names the key and the file,

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/data_check.h"
+#include "data/megatron_indexed_dataset.h"
 #include "data/prepare.h"
 #include "data/token_shard_writer.h"
 #include "data/tokenizer_record.h"
@@ -49,6 +50,30 @@ TEST(TokenizerIdentity, ShardHeadersWithAndWithout) {
   ASSERT_EQ(recorded.size(), 1u);
   EXPECT_EQ(recorded[0].file, dir.file("new.json"));
   EXPECT_EQ(recorded[0].spec, "bytes");
+}
+
+TEST(TokenizerIdentity, MegatronSidecar) {
+  test::TempDir dir;
+  const std::vector<int> ids = {1, 2, 256};
+  for (const char* prefix : {"theirs", "ours"}) {  // "theirs" as Megatron writes it: no sidecar
+    MegatronIndexedDatasetWriter writer(dir.file(prefix), 257);
+    writer.add_document(ids);
+    writer.finish();
+  }
+  write_megatron_tokenizer_sidecar(dir.file("ours"), "bytes", tokenizer_identity_of("bytes"));
+  auto theirs = read_recorded_tokenizers(dir.file("theirs"), TokenFormat::kMegatron);
+  ASSERT_EQ(theirs.size(), 1u);
+  EXPECT_EQ(theirs[0].file, dir.file("theirs.idx"));
+  EXPECT_FALSE(theirs[0].identity.has_value());
+  auto ours = read_recorded_tokenizers(dir.file("ours.bin"), TokenFormat::kMegatron);
+  ASSERT_EQ(ours.size(), 1u);
+  EXPECT_EQ(ours[0].file, dir.file("ours.tokenizer.json"));
+  EXPECT_EQ(ours[0].identity, tokenizer_identity_of("bytes"));
+  EXPECT_EQ(MegatronIndexedDataset(dir.file("ours"), 257).tokenizer_spec(), "bytes");
+  EXPECT_EQ(MegatronIndexedDataset(dir.file("theirs"), 257).tokenizer_spec(), "");
+  test::write_file(dir.file("ours.tokenizer.json"), "{\"format\": \"something else\"}");
+  expect_error([&] { read_recorded_tokenizers(dir.file("ours"), TokenFormat::kMegatron); },
+               {"tokenizer sidecar " + dir.file("ours.tokenizer.json"), "moe4d-tokenizer-sidecar"});
 }
 
 // Two corpora tokenized with BPE tokenizers of 300 and 500 ids, and one with bytes.
