@@ -122,7 +122,7 @@ int run_train(const TrainArgs& args) {
         outcome[1] = prepare_run_dir(config, metrics_path,
                                      {.resume = args.resume, .resume_strict = args.resume_strict,
                                       .resume_from = args.resume_from, .start_over = args.start_over,
-                                      .quiet = args.quiet, .tokenizer = &preflight.tokenizer})
+                                      .tokenizer = &preflight.tokenizer})
                          .resume_step;
       } catch (const Error& e) {
         refusal = e.what();

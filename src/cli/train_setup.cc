@@ -89,7 +89,7 @@ std::string metrics_path_of(const Config& config, const std::string& metrics_fla
 RunStart prepare_run_dir(const Config& config, const std::string& metrics_path, const RunDirRequest& request) {
   const std::string& dir = config.checkpoint.dir;
   const bool resume = request.resume || request.resume_strict, resume_from_given = !request.resume_from.empty();
-  const bool start_over = request.start_over, quiet = request.quiet;
+  const bool start_over = request.start_over;
   const char* resume_flag = request.resume_strict ? "--resume-strict" : "--resume";
   RunStart start;
   if (resume && dir.empty()) fail("{} needs checkpoint.dir in {}", resume_flag, config.source);

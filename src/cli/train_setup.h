@@ -29,7 +29,6 @@ struct RunDirRequest {
   bool resume_strict = false;  // --resume-strict: like --resume, but no checkpoint there is an error
   std::string resume_from;     // --resume-from CKPT
   bool start_over = false;     // --start-over
-  bool quiet = false;
   // The run's tokenizer (preflight); the checkpoint resumed from must have been trained with it.
   const TokenizerAgreement* tokenizer = nullptr;
 };
