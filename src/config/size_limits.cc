@@ -57,7 +57,15 @@ void check_size_limits(const Config& c) {
   check.count("train.global_batch_size",
               "the micro-batch size global_batch_size / (data_parallel x expert_parallel x micro_batch_num)", mbs);
   const Size tokens = mbs * m.seq_length;  // T: tokens of one micro-batch
-  check.count("model.seq_length", "the tokens of one micro-batch (micro-batch size x seq_length)", tokens);
+  // Name the key the user made large: a huge global batch gives a huge micro-batch, not a long sequence.
+  if (mbs > m.seq_length)
+    check.count("train.global_batch_size",
+                fmt::format("the tokens of one micro-batch (micro-batch size {} = global_batch_size / (data_parallel x "
+                            "expert_parallel x micro_batch_num), x seq_length {})",
+                            count_text(mbs), m.seq_length),
+                tokens);
+  else
+    check.count("model.seq_length", "the tokens of one micro-batch (micro-batch size x seq_length)", tokens);
 
   const Size d = m.hidden_size, f = m.ffn_hidden_size, V = m.vocab_size, S = m.seq_length;
   const Size heads_per_rank = std::max<Size>(1, static_cast<Size>(m.num_heads) / tp);

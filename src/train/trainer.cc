@@ -422,7 +422,8 @@ void Trainer::print_progress(const StepResult& r, int64_t stop, double elapsed, 
     fmt::print("{}\n", line.dump());
   } else {
     std::string line = fmt::format("{} step {:>5}/{} | loss {:.4f}", stamp, step_, total, w.loss / n);
-    if (config_.model.is_moe()) line += fmt::format(" | aux {:.4f}", w.aux / n);
+    // The sum over the MoE layers (Megatron logs the mean); the start of the run says so.
+    if (config_.model.is_moe()) line += fmt::format(" | aux_sum {:.4f}", w.aux / n);
     if (r.record.contains("val_loss")) line += fmt::format(" | val {:.4f}", r.record["val_loss"].get<double>());
     if (loss_scaler_.dynamic()) line += fmt::format(" | scale {:g}", r.loss_scale);
     if (r.skipped) line += fmt::format(" | skipped ({} so far)", guard_.skipped_steps());
