@@ -60,6 +60,12 @@ struct TrainerOptions {
   // after the same step), then writes a checkpoint and returns. Borrowed; null: never stop early.
   const std::atomic<int>* stop_signal = nullptr;
   bool json_progress = false;  // progress lines as JSON objects (`train --log-format json`)
+  // Facts about the run's machines (the CLI's `oversubscription`), added to the first metrics
+  // record of the run; null: none.
+  nlohmann::json run_facts;
+  // Seconds this thread has so far spent runnable but waiting for a CPU (the OS's run-queue wait),
+  // read before and after each step: time.rank_descheduled_s. Empty, or NaN: not measured.
+  std::function<double()> descheduled_seconds;
 };
 
 struct StepResult {
@@ -94,6 +100,9 @@ class Trainer {
   int64_t step() const { return step_; }
   // The signal that made run() stop before its last step (0: it did not stop on a signal).
   int stopped_by_signal() const { return stopped_by_signal_; }
+  // Consecutive non-finite steps at the end of run() (the same on every rank; 0: the run ended on a
+  // good step). Such a run wrote no checkpoint since the streak began.
+  int nonfinite_streak() const { return guard_.streak(); }
   // The step directory of the newest checkpoint this Trainer wrote (empty if none).
   const std::string& last_checkpoint() const { return last_checkpoint_; }
   // The JSONL metrics file (rank 0; empty elsewhere).
