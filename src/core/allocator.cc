@@ -16,7 +16,8 @@ namespace moe4d {
 
 std::string Device::str() const {
   switch (type) {
-    case DeviceType::kHost: return "host";
+    case DeviceType::kHost:
+      return "host";
   }
   return "device?";
 }
