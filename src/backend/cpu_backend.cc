@@ -19,6 +19,11 @@ namespace moe4d {
 CpuBackend::CpuBackend(GemmBackend gemm_backend) : gemm_backend_(gemm_backend) {}
 CpuBackend::~CpuBackend() = default;
 
+CpuBackend& thread_cpu_backend() {
+  thread_local CpuBackend backend;
+  return backend;
+}
+
 PrecisionGemm& CpuBackend::precision_gemm(DType type) {
   const int slot = type == DType::kF32 ? 0 : type == DType::kBF16 ? 1 : 2;
   MOE4D_CHECK_MSG(type == DType::kF32 || is_half_precision(type), "GEMM compute type {}", dtype_name(type));

@@ -94,4 +94,8 @@ class CpuBackend final : public Backend {
   std::unique_ptr<PrecisionGemm> gemm_[3];  // by compute type: fp32 (only under kOneDnn), bf16, fp16
 };
 
+// This thread's CpuBackend (kAuto GEMMs), for code that is handed no backend: tools and tests that
+// build a BlockContext by hand (model/block_context.h).
+CpuBackend& thread_cpu_backend();
+
 }  // namespace moe4d
