@@ -23,10 +23,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/cpu_backend.h"
 #include "config/config.h"
 #include "data/blended_dataset.h"
 #include "data/token_dataset.h"
-#include "kernels/precision_gemm.h"
 #include "model/param_store.h"
 #include "model/transformer.h"
 #include "train/fault_injector.h"
@@ -112,7 +112,9 @@ class Trainer {
   const LossScaler& loss_scaler() const { return loss_scaler_; }
   int64_t skipped_steps() const { return guard_.skipped_steps(); }
   // The 16-bit GEMM of train.precision bf16 / fp16 (which implementation it uses); null for fp32.
-  const PrecisionGemm* precision_gemm() const { return gemm16_.get(); }
+  const PrecisionGemm* precision_gemm() const {
+    return compute_ == DType::kF32 ? nullptr : &backend_->precision_gemm(compute_);
+  }
   Transformer& model() { return *model_; }
   // Full parameter tensors gathered on rank 0 (empty elsewhere): for tests and checkpoints.
   std::map<std::string, FullTensor> gather_parameters();
@@ -186,7 +188,12 @@ class Trainer {
   // Every world rank's host name (gathered once), written with the first step record of this run.
   std::vector<std::string> rank_hosts_;
   bool rank_hosts_written_ = false;
-  std::unique_ptr<PrecisionGemm> gemm16_;  // null for fp32
+  // The backend every kernel of the model runs on, and the block GEMMs' compute type (train.precision).
+  std::unique_ptr<CpuBackend> backend_ = std::make_unique<CpuBackend>();
+  DType compute_ = DType::kF32;
+  BlockNumerics block_numerics(TensorInspector* inspector = nullptr) const {
+    return {.backend = backend_.get(), .compute = compute_, .inspector = inspector};
+  }
   LossScaler loss_scaler_;
   NonfiniteGuard guard_;
   std::unique_ptr<FaultInjectionHook> injection_;  // with options_.fault_injector only
