@@ -17,6 +17,7 @@
 #include "cli/host_load.h"
 #include "cli/train_preflight.h"
 #include "cli/stop_signals.h"
+#include "cli/train_banner.h"
 #include "cli/train_setup.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_runtime.h"
@@ -32,6 +33,7 @@ namespace {
 struct TrainArgs {
   std::string config;
   bool resume = false;
+  bool resume_strict = false;
   bool start_over = false;
   std::string resume_from;
   int exit_after = 0;
@@ -89,11 +91,12 @@ int run_train(const TrainArgs& args) {
   // otherwise kill the rank) stops after the first step.
   const std::atomic<int>& stop_signal = install_stop_signal_handlers(mpi.world_size() == 1);
   Config config;
+  TrainPreflight preflight;
   // Set-up errors are the same on every rank (same files, same arithmetic): rank 0 reports them and
   // every rank exits cleanly. Errors after set-up may be rank-specific and abort the whole job.
   try {
     config = load_config(args.config, args.overrides);
-    preflight_train(config, mpi.world_size(), job_memory_per_rank(config));
+    preflight = preflight_train(config, mpi.world_size(), job_memory_per_rank(config));
   } catch (const Error& e) {
     if (mpi.world_rank() == 0) std::fprintf(stderr, "moe4d: error: %s\n", e.what());
     return 2;
@@ -129,8 +132,10 @@ int run_train(const TrainArgs& args) {
     std::string refusal;
     if (pc->rank == 0) {
       try {
-        outcome[1] = prepare_run_dir(config, metrics_path, args.resume, !args.resume_from.empty(), args.start_over,
-                                     args.quiet)
+        outcome[1] = prepare_run_dir(config, metrics_path,
+                                     {.resume = args.resume, .resume_strict = args.resume_strict,
+                                      .resume_from = args.resume_from, .start_over = args.start_over,
+                                      .tokenizer = &preflight.tokenizer})
                          .resume_step;
       } catch (const Error& e) {
         refusal = e.what();
@@ -143,9 +148,7 @@ int run_train(const TrainArgs& args) {
       return 2;
     }
     if (outcome[1] >= 0) options_t.resume_from = config.checkpoint.dir + "/" + checkpoint_dir_name(outcome[1]);
-    if (pc->rank == 0 && !args.quiet)
-      log_info("{} ranks: dp {} x ep {} x tp {} x pp {}, micro_batch_num {}", pc->grid.world_size(), pc->dp_size(),
-               pc->ep_size(), pc->tp_size(), pc->pp_size(), config.parallel.micro_batch_num);
+    if (pc->rank == 0) log_train_start(config, preflight, args.quiet);
     phase = "allocating the model's parameters, gradients, optimizer state and step buffers";
     Trainer trainer(config, *pc, options_t);
     phase = "training (activations and communication buffers of a step)";
@@ -207,10 +210,15 @@ void add_train_command(CLI::App& app) {
       "--resume", args->resume,
       "continue the run in checkpoint.dir from its newest checkpoint that verifies (latest, else the newest step "
       "directory); starts at step 0 only if it holds none");
+  CLI::Option* resume_strict = cmd->add_flag(
+      "--resume-strict", args->resume_strict,
+      "like --resume, but refuse to start when checkpoint.dir holds no checkpoint (a mistyped dir is an error)");
+  resume_strict->excludes(resume);
   cmd->add_flag("--start-over", args->start_over,
                 "checkpoint.dir already holds a run: move it aside to <dir>.old-<time> (nothing is deleted) and "
                 "start fresh")
-      ->excludes(resume);
+      ->excludes(resume)
+      ->excludes(resume_strict);
   cmd->add_option("--resume-from", args->resume_from, "continue from this checkpoint (step dir or checkpoint dir)")
       ->excludes("--start-over");
   cmd->add_option("--exit-after", args->exit_after,

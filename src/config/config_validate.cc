@@ -91,7 +91,12 @@ void validate(const Config& c, const ConfigReader& r) {
       r.fail_at(r.line_of("model.moe.rebalance_interval"), "model.moe.rebalance_interval",
                 "only applies with model.moe.redundant_experts > 0 (there are no replicas to place)");
     bool any_moe_layer = moe.first_dense_layers == 0;  // (layer_freq alone was never required to leave one)
-    for (int l = 0; l < m.num_layers; ++l) any_moe_layer |= m.is_moe_layer(l);
+    // The first layer >= first_dense_layers with l % layer_freq == layer_freq - 1, in O(1) (a loop over
+    // 2^31 layers took seconds before any answer).
+    if (moe.layer_freq >= 1 && moe.first_dense_layers >= 0) {
+      const int64_t freq = moe.layer_freq, first = moe.first_dense_layers;
+      any_moe_layer |= first + (freq - 1 - first % freq + freq) % freq < m.num_layers;
+    }
     r.require(any_moe_layer, "model.moe.first_dense_layers",
               fmt::format("a value leaving at least one MoE layer after the first_dense_layers = {} of {} layers",
                           moe.first_dense_layers, m.num_layers),
