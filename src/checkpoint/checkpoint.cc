@@ -87,6 +87,24 @@ std::string read_text(const std::string& path) {
 
 std::string checkpoint_dir_name(int64_t step) { return fmt::format("step_{:08d}", step); }
 
+bool parse_checkpoint_dir_name(const std::string& name, int64_t& step) { return parse_step_dir_name(name, step); }
+
+std::string escaped_text(const std::string& bytes, size_t max_bytes) {
+  std::string out;
+  const size_t n = std::min(bytes.size(), max_bytes);
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char c = static_cast<unsigned char>(bytes[i]);
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\\') out += "\\\\";
+    else if (c < 0x20 || c >= 0x7f) out += fmt::format("\\x{:02x}", c);
+    else out += static_cast<char>(c);
+  }
+  if (bytes.size() > n) out += fmt::format("...({} bytes)", bytes.size());
+  return out;
+}
+
 CheckpointWriter::CheckpointWriter(std::string dir, int64_t step) : dir_(without_trailing_slash(std::move(dir))), step_(step) {
   if (step < 0) fail("checkpoint step {} is negative, expected a step >= 0", step);
   std::error_code ec;
@@ -247,7 +265,8 @@ Checkpoint Checkpoint::open(const std::string& path_in) {
     name.erase(name.find_last_not_of(" \t\r\n") + 1);
     int64_t latest_step = 0;
     if (!parse_step_dir_name(name, latest_step))
-      fail("{}/latest names '{}', expected a step directory name like {}", dir, name, checkpoint_dir_name(0));
+      fail("{}/latest names '{}', expected a step directory name like {}", dir, escaped_text(name),
+           checkpoint_dir_name(0));
     dir += "/" + name;
   }
 

@@ -36,6 +36,12 @@ inline constexpr const char* kCheckpointTokenizerFile = "tokenizer.model";
 
 // "step_00000020"
 std::string checkpoint_dir_name(int64_t step);
+// True when `name` is a step directory name exactly as checkpoint_dir_name writes it; sets `step`.
+bool parse_checkpoint_dir_name(const std::string& name, int64_t& step);
+
+// File contents made safe for a one-line message: printable ASCII stays, everything else is escaped
+// (\n, \t, \r, \\, \xNN), and more than `max_bytes` bytes end in "...(N bytes)".
+std::string escaped_text(const std::string& bytes, size_t max_bytes = 64);
 
 // Builds one checkpoint in a temporary directory and publishes it with commit(). Files are streamed
 // to disk as they are added (hashed on the way), so the writer holds no copy of the tensors.
