@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -64,6 +65,12 @@ class CheckpointWriter {
   // Copies the file at `source` into the checkpoint (streamed, hashed on the way); returns its
   // sha256. Used to make a checkpoint self-contained (its tokenizer model).
   std::string add_file_copy(const std::string& file_name, const std::string& source);
+  // Records a file that another process wrote (and fsync'ed) into tmp_dir() — a rank's shard of a
+  // sharded checkpoint — with the size and sha256 it computed while writing. Fails if the file is
+  // absent or has another size.
+  void add_written_file(const std::string& file_name, uint64_t bytes, const std::string& sha256);
+  // Where the files of this checkpoint are written until commit() (empty once committed).
+  const std::string& tmp_dir() const { return tmp_dir_; }
 
   // Publishes the checkpoint as `<dir>/step_<S>` (replacing an existing one only once the new one
   // is complete), points `latest` at it, then deletes the oldest complete checkpoints so that at
@@ -102,6 +109,9 @@ class Checkpoint {
   // `checkpoint runs/ckpt/step_00000020 is corrupt: model.safetensors sha256 mismatch (expected
   // 3fa1…, got 9b02…); previous checkpoint: runs/ckpt/step_00000010`.
   static Checkpoint open(const std::string& path);
+  // The same, but the sha256 of a file is checked only where `hash_file(name)` is true (presence and
+  // size always): for ranks that verify a share of a sharded checkpoint each and agree on the result.
+  static Checkpoint open(const std::string& path, const std::function<bool(const std::string&)>& hash_file);
 
   int64_t step() const { return step_; }
   const std::string& path() const { return path_; }

@@ -1,26 +1,36 @@
 // train/trainer_checkpoint.cc — Trainer::save_checkpoint / load_checkpoint.
 //
-// A checkpoint holds full (unsharded) tensors under their global names: model.safetensors
-// (parameters), optimizer.safetensors (AdamW's exp_avg.<name> and exp_avg_sq.<name>) and state.json
-// (step, the config, the routers' balancing biases, the loss scale and skipped-step count). The data
-// position needs no state: batches are a pure function of (seed, step). So a run resumed from step s
-// continues bit-exactly, and any parallel layout can load any checkpoint.
-//
-// Under ZeRO (docs/zero.md) the optimizer state of a rank is a shard of each group's flat buffer:
-// saving assembles the shards over the data-parallel group into the rank's full flat layout first
-// (a transient buffer of the rank's parameter count), loading cuts this rank's slices out of it; with
-// zero_stage 3 the values are materialised for the save and re-sharded after a load. So a checkpoint
-// written with any zero_stage loads with any other, in any layout.
+// Two formats (checkpoint.format, docs/checkpoints.md), holding the same tensors under the same
+// global names: parameters <name>, AdamW's exp_avg.<name> and exp_avg_sq.<name>, plus state.json
+// (step, the config, layout, the routers' balancing biases, the loss scale and skipped-step count,
+// the tokenizer) written once by rank 0. The data position needs no state: batches are a pure
+// function of (seed, step). So a run resumed from step s continues bit-exactly, and any parallel
+// layout loads a checkpoint of any other.
+//   full     rank 0 gathers whole tensors (model.safetensors, optimizer.safetensors) and writes
+//            them. Under ZeRO the optimizer shards are assembled into each rank's flat layout first
+//            (a transient buffer of the rank's parameter count), with zero_stage 3 the values are
+//            materialised for the gather.
+//   sharded  every rank streams the pieces it owns (train/checkpoint_shards.h) into its own file of
+//            a temporary directory rank 0 created; rank 0 collects the records into index.json and
+//            commits the directory once every rank's file is on disk (checkpoint/checkpoint.h).
+// Loading reads, for every parameter, this rank's block (values, and with zero_stage 0) or its ZeRO
+// slices (optimizer state, zero_stage >= 1) straight from the pieces that overlap it
+// (checkpoint/sharded_index.h), whichever format wrote it. The ranks verify the files' checksums
+// between them (each hashes every world-size-th file) and fail together on the first mismatch.
 #include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/sharded_index.h"
 #include "config/config_loader.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "train/checkpoint_shards.h"
 #include "train/trainer.h"
 
 namespace moe4d {
@@ -63,31 +73,77 @@ NamedTensors as_named(std::map<std::string, FullTensor>& tensors, const std::str
   for (auto& [name, t] : tensors) out.emplace_back(prefix + name, Tensor::f32(t.data.f32(), t.shape));
   return out;
 }
+
+// Opens `path` and verifies it between the ranks of `world`: sizes everywhere, the sha256 of every
+// world-size-th file on each rank. The first failing rank's message fails every rank.
+Checkpoint open_verified(Communicator& world, const std::string& path) {
+  std::optional<Checkpoint> checkpoint;
+  std::string error;
+  size_t file = 0;
+  try {
+    checkpoint.emplace(Checkpoint::open(path, [&](const std::string&) {
+      return int(file++ % size_t(world.size())) == world.rank();
+    }));
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  int first = error.empty() ? world.size() : world.rank();
+  world.all_reduce(&first, 1, DType::kI32, ReduceOp::kMin);
+  if (first < world.size()) fail("{}", broadcast_text(world, error, first));
+  return std::move(*checkpoint);
+}
+
+std::vector<int64_t> block_start(const ParamInfo& info) {
+  std::vector<int64_t> start;
+  for (int d = 0; d < info.global_shape.ndim(); ++d) start.push_back(info.global_start(d));
+  return start;
+}
+
+// The global shape of `name` in the checkpoint must be the parameter's.
+void require_shape(const CheckpointTensors& tensors, const std::string& name, const ParamInfo& info,
+                   const std::string& origin) {
+  const std::vector<int64_t> shape = tensors.shape(name);
+  if (shape != info.global_shape.dims())
+    fail("{}: tensor '{}' has shape {}, but this model needs {} (was the checkpoint written for another model "
+         "config?)",
+         origin, name, Shape::of(shape).str(), info.global_shape.str());
+}
+
+// This rank's whole block of parameter `info` from tensor `name`.
+void read_block(const CheckpointTensors& tensors, const std::string& name, const ParamInfo& info, float* dst,
+                const std::string& origin) {
+  require_shape(tensors, name, info, origin);
+  tensors.read(name, whole_block(block_start(info), info.local_shape.dims()), dst);
+}
 }  // namespace
 
 void Trainer::save_checkpoint() {
-  auto values = gather_parameters();
-  // One optimizer state (m or v) as full tensors: from the optimizer's flat buffers (zero_stage 0) or
-  // from its shards assembled into this rank's flat layout (>= 1).
-  auto full_state = [this](bool second) {
-    FlatState flat;
-    const float* base[kNumParamGroups];
-    for (int g = 0; g < kNumParamGroups; ++g) {
-      const ParamGroup group = ParamGroup(g);
-      const float* state = second ? optimizer_->exp_avg_sq(group) : optimizer_->exp_avg(group);
-      base[g] = state;
-      if (!zero_values_) continue;
-      flat.group[g] = Buffer(params_.flat_size(group) * sizeof(float));
-      zero_values_->assemble(group, state, flat.group[g].f32());
-      base[g] = flat.group[g].f32();
-    }
-    return gather_full_tensors(pc_, params_, [&](int id) {
-      const ParamInfo& info = params_.info(id);
-      return base[int(info.group)] + info.offset;
-    });
-  };
-  auto exp_avg = full_state(false);
-  auto exp_avg_sq = full_state(true);
+  const bool sharded = config_.checkpoint.format == CheckpointFormat::kSharded;
+  std::map<std::string, FullTensor> values, exp_avg, exp_avg_sq;
+  if (!sharded) {
+    values = gather_parameters();
+    // One optimizer state (m or v) as full tensors: from the optimizer's flat buffers (zero_stage 0)
+    // or from its shards assembled into this rank's flat layout (>= 1).
+    auto full_state = [this](bool second) {
+      FlatState flat;
+      const float* base[kNumParamGroups];
+      for (int g = 0; g < kNumParamGroups; ++g) {
+        const ParamGroup group = ParamGroup(g);
+        const float* state = second ? optimizer_->exp_avg_sq(group) : optimizer_->exp_avg(group);
+        base[g] = state;
+        if (!zero_values_) continue;
+        flat.group[g] = Buffer(params_.flat_size(group) * sizeof(float));
+        zero_values_->assemble(group, state, flat.group[g].f32());
+        base[g] = flat.group[g].f32();
+      }
+      return gather_full_tensors(pc_, params_, [&](int id) {
+        const ParamInfo& info = params_.info(id);
+        return base[int(info.group)] + info.offset;
+      });
+    };
+    exp_avg = full_state(false);
+    exp_avg_sq = full_state(true);
+  }
   // Router biases of every MoE layer, contributed by one rank of each pipeline stage.
   const int E = config_.model.moe.num_experts;
   std::vector<double> bias(moe_layers_.size() * size_t(E), 0.0);
@@ -98,51 +154,103 @@ void Trainer::save_checkpoint() {
     }
   if (!bias.empty()) pc_.world->all_reduce(bias.data(), bias.size(), DType::kF64, ReduceOp::kSum);
 
-  // Rank 0 writes; the outcome is shared so that every rank fails together if the write fails.
+  // state.json and the tokenizer, written once by rank 0 in either format.
+  const auto add_metadata = [&](CheckpointWriter& writer) {
+    // The tokenizer travels with the checkpoint (generate needs nothing else): a sentencepiece
+    // model is copied in, its checksum in the manifest and in state.json.
+    std::string tokenizer = config_.data.tokenizer;
+    if (tokenizer.empty() && train_data_) tokenizer = train_data_->source(0).tokens->tokenizer_spec();
+    nlohmann::json tokenizer_state = {{"spec", tokenizer}};
+    if (!tokenizer.empty() && tokenizer != "bytes") {
+      tokenizer = std::filesystem::absolute(tokenizer).lexically_normal().string();
+      tokenizer_state = {{"spec", tokenizer},
+                         {"file", kCheckpointTokenizerFile},
+                         {"sha256", writer.add_file_copy(kCheckpointTokenizerFile, tokenizer)}};
+    }
+    nlohmann::json biases = nlohmann::json::object();
+    for (size_t i = 0; i < moe_layers_.size(); ++i)
+      biases[std::to_string(moe_layers_[i])] = std::vector<double>(bias.begin() + i * E, bias.begin() + (i + 1) * E);
+    writer.add_json("state.json", {{"step", step_},
+                                   {"config", config_to_yaml(with_absolute_data_paths(config_))},
+                                   {"router_bias", biases},
+                                   {"numerics", numerics_state()},
+                                   {"tokenizer", tokenizer_state},
+                                   {"format", sharded ? "sharded" : "full"},
+                                   {"layout",
+                                    {{"data_parallel", pc_.dp_size()},
+                                     {"expert_parallel", pc_.ep_size()},
+                                     {"tensor_parallel", pc_.tp_size()},
+                                     {"pipeline_parallel", pc_.pp_size()},
+                                     {"zero_stage", config_.parallel.zero_stage}}}});
+  };
+
+  // The other ranks wait for the write under checkpoint.timeout, not collective_timeout (a deadline
+  // tight enough to catch a straggling step would kill healthy jobs during a save).
+  const double step_timeout = pc_.world->timeout_seconds();
+  pc_.world->set_timeout_seconds(config_.checkpoint.timeout);
   std::string error;
-  if (pc_.rank == 0) {
+  if (sharded) {
+    // Rank 0 makes the temporary directory; every rank streams its pieces into its own file there;
+    // rank 0 collects the records, writes the index and the metadata, and commits.
+    std::unique_ptr<CheckpointWriter> writer;
+    std::string tmp;
+    if (pc_.rank == 0) {
+      try {
+        writer = std::make_unique<CheckpointWriter>(config_.checkpoint.dir, step_);
+        tmp = writer->tmp_dir();
+      } catch (const Error& e) {
+        error = e.what();
+      }
+    }
+    tmp = broadcast_text(*pc_.world, tmp, 0);
+    RankShardRecord mine;
+    if (!tmp.empty()) {
+      const int stage = config_.parallel.zero_stage;
+      PieceSources sources;
+      sources.values_sharded = stage == 3;
+      sources.state_sharded = stage >= 1;
+      for (ParamGroup g : {ParamGroup::kDense, ParamGroup::kExpert}) {
+        sources.values[int(g)] = stage == 3 ? zero_values_->shard_values(g) : params_.flat_values(g);
+        sources.exp_avg[int(g)] = optimizer_->exp_avg(g);
+        sources.exp_avg_sq[int(g)] = optimizer_->exp_avg_sq(g);
+      }
+      mine = write_rank_shard(tmp, pc_.rank,
+                              rank_checkpoint_pieces(params_, *zero_layout_, pc_.coord, sources));
+    }
+    const std::vector<RankShardRecord> records = gather_shard_records(*pc_.world, mine);
+    if (pc_.rank == 0 && writer) {
+      try {
+        ShardedIndex index;
+        for (const RankShardRecord& record : records) {
+          if (!record.error.empty()) fail("checkpoint write failed on {}", record.error);
+          if (record.file.empty()) continue;
+          writer->add_written_file(record.file, record.bytes, record.sha256);
+          add_to_index(index, record);
+        }
+        writer->add_json(kShardedIndexFile, sharded_index_to_json(index));
+        add_metadata(*writer);
+        const std::string path = writer->commit(config_.checkpoint.keep);
+        if (!options_.quiet) log_info("checkpoint written: {}", path);
+      } catch (const Error& e) {
+        error = e.what();
+      }
+    }
+  } else if (pc_.rank == 0) {
+    // Rank 0 writes; the outcome is shared so that every rank fails together if the write fails.
     try {
       CheckpointWriter writer(config_.checkpoint.dir, step_);
       writer.add_safetensors("model.safetensors", as_named(values, ""), {{"format", "moe4d"}});
       NamedTensors optimizer_state = as_named(exp_avg, "exp_avg.");
       for (auto& entry : as_named(exp_avg_sq, "exp_avg_sq.")) optimizer_state.push_back(entry);
       writer.add_safetensors("optimizer.safetensors", optimizer_state, {{"optimizer", optimizer_->name()}});
-      // The tokenizer travels with the checkpoint (generate needs nothing else): a sentencepiece
-      // model is copied in, its checksum in the manifest and in state.json.
-      std::string tokenizer = config_.data.tokenizer;
-      if (tokenizer.empty() && train_data_) tokenizer = train_data_->source(0).tokens->tokenizer_spec();
-      nlohmann::json tokenizer_state = {{"spec", tokenizer}};
-      if (!tokenizer.empty() && tokenizer != "bytes") {
-        tokenizer = std::filesystem::absolute(tokenizer).lexically_normal().string();
-        tokenizer_state = {{"spec", tokenizer},
-                           {"file", kCheckpointTokenizerFile},
-                           {"sha256", writer.add_file_copy(kCheckpointTokenizerFile, tokenizer)}};
-      }
-      nlohmann::json biases = nlohmann::json::object();
-      for (size_t i = 0; i < moe_layers_.size(); ++i)
-        biases[std::to_string(moe_layers_[i])] = std::vector<double>(bias.begin() + i * E, bias.begin() + (i + 1) * E);
-      writer.add_json("state.json", {{"step", step_},
-                                     {"config", config_to_yaml(with_absolute_data_paths(config_))},
-                                     {"router_bias", biases},
-                                     {"numerics", numerics_state()},
-                                     {"tokenizer", tokenizer_state},
-                                     {"layout",
-                                      {{"data_parallel", pc_.dp_size()},
-                                       {"expert_parallel", pc_.ep_size()},
-                                       {"tensor_parallel", pc_.tp_size()},
-                                       {"pipeline_parallel", pc_.pp_size()},
-                                       {"zero_stage", config_.parallel.zero_stage}}}});
+      add_metadata(writer);
       const std::string path = writer.commit(config_.checkpoint.keep);
       if (!options_.quiet) log_info("checkpoint written: {}", path);
     } catch (const Error& e) {
       error = e.what();
     }
   }
-  // The other ranks wait here for rank 0's write: under checkpoint.timeout, not collective_timeout
-  // (a deadline tight enough to catch a straggling step would kill healthy jobs during a save).
   int failed = error.empty() ? 0 : 1;
-  const double step_timeout = pc_.world->timeout_seconds();
-  pc_.world->set_timeout_seconds(config_.checkpoint.timeout);
   pc_.world->all_reduce(&failed, 1, DType::kI32, ReduceOp::kMax);
   pc_.world->set_timeout_seconds(step_timeout);
   if (failed) fail("{}", error.empty() ? "checkpoint write failed on rank 0" : error);
@@ -150,38 +258,34 @@ void Trainer::save_checkpoint() {
 }
 
 void Trainer::load_checkpoint(const std::string& path) {
-  const Checkpoint checkpoint = Checkpoint::open(path);
-  const SafetensorsFile& model = checkpoint.tensors("model.safetensors");
-  const SafetensorsFile& optimizer = checkpoint.tensors("optimizer.safetensors");
+  const Checkpoint checkpoint = open_verified(*pc_.world, path);
+  const CheckpointTensors tensors(checkpoint);
   const std::string origin = checkpoint.path();
-  auto tensor = [&](const SafetensorsFile& file, const std::string& name) -> const Tensor& {
-    if (!file.contains(name))
-      fail("checkpoint {}: {} has no tensor '{}' (was it written for another model config?)", origin,
-           file.path(), name);
-    return file.tensor(name);
-  };
-  // Values into the flat buffers (zero_stage 3: re-sharded below); optimizer state into the
-  // optimizer's flat buffers, or into this rank's flat layout and then cut into its shards.
-  FlatState flat[2];
-  auto state_of = [&](int which, ParamGroup g) {
-    float* own = which == 0 ? optimizer_->exp_avg(g) : optimizer_->exp_avg_sq(g);
-    if (!zero_values_) return own;
-    Buffer& b = flat[which].group[int(g)];
-    if (b.bytes() == 0) b = Buffer(params_.flat_size(g) * sizeof(float));
-    return b.f32();
-  };
+  // Values: this rank's block of every parameter into the flat buffers (zero_stage 3: re-sharded
+  // below). Optimizer state: the block into the optimizer's flat buffers (zero_stage 0), or only
+  // this rank's ZeRO slices into its shards (>= 1; the padding stays zero).
   for (int id = 0; id < params_.size(); ++id) {
     const ParamInfo& info = params_.info(id);
-    copy_shard_from_full(info, tensor(model, info.name), params_.value(id), origin);
-    copy_shard_from_full(info, tensor(optimizer, "exp_avg." + info.name), state_of(0, info.group) + info.offset,
-                         origin);
-    copy_shard_from_full(info, tensor(optimizer, "exp_avg_sq." + info.name), state_of(1, info.group) + info.offset,
-                         origin);
+    read_block(tensors, info.name, info, params_.value(id), origin);
+    if (zero_values_) continue;
+    read_block(tensors, "exp_avg." + info.name, info, optimizer_->exp_avg(info.group) + info.offset, origin);
+    read_block(tensors, "exp_avg_sq." + info.name, info, optimizer_->exp_avg_sq(info.group) + info.offset, origin);
   }
   if (zero_values_) {
     for (ParamGroup g : {ParamGroup::kDense, ParamGroup::kExpert}) {
-      zero_values_->cut(g, state_of(0, g), optimizer_->exp_avg(g));
-      zero_values_->cut(g, state_of(1, g), optimizer_->exp_avg_sq(g));
+      std::memset(optimizer_->exp_avg(g), 0, optimizer_->state_size(g) * sizeof(float));
+      std::memset(optimizer_->exp_avg_sq(g), 0, optimizer_->state_size(g) * sizeof(float));
+    }
+    for (const ShardPiece& s : zero_layout_->pieces()) {
+      const ParamInfo& info = params_.info(s.param);
+      const int64_t begin = int64_t(s.flat_begin - info.offset);
+      const BlockRange range{block_start(info), info.local_shape.dims(), begin, begin + int64_t(s.count)};
+      for (const bool second : {false, true}) {
+        const std::string name = (second ? "exp_avg_sq." : "exp_avg.") + info.name;
+        require_shape(tensors, name, info, origin);
+        float* shard = second ? optimizer_->exp_avg_sq(info.group) : optimizer_->exp_avg(info.group);
+        tensors.read(name, range, shard + s.shard_offset);
+      }
     }
     zero_values_->shard_from_flat();
   }
@@ -198,16 +302,11 @@ void Trainer::load_checkpoint(const std::string& path) {
 }
 
 void Trainer::load_weights(const std::string& path) {
-  const Checkpoint checkpoint = Checkpoint::open(path);
-  const SafetensorsFile& model = checkpoint.tensors("model.safetensors");
-  const std::string origin = checkpoint.path();
-  for (int id = 0; id < params_.size(); ++id) {
-    const ParamInfo& info = params_.info(id);
-    if (!model.contains(info.name))
-      fail("train.init_from {}: {} has no tensor '{}' (was it written for another model config?)", origin,
-           model.path(), info.name);
-    copy_shard_from_full(info, model.tensor(info.name), params_.value(id), origin);
-  }
+  const Checkpoint checkpoint = open_verified(*pc_.world, path);
+  const CheckpointTensors tensors(checkpoint);
+  const std::string origin = "train.init_from " + checkpoint.path();
+  for (int id = 0; id < params_.size(); ++id)
+    read_block(tensors, params_.info(id).name, params_.info(id), params_.value(id), origin);
   if (zero_values_) zero_values_->shard_from_flat();
   restore_router_biases(*model_, checkpoint.json("state.json"), origin);
   if (pc_.rank == 0 && !options_.quiet) log_info("initialised from {} (weights only, step 0)", origin);
