@@ -180,6 +180,14 @@ std::string CheckpointWriter::add_file_copy(const std::string& file_name, const 
   return sha;
 }
 
+void CheckpointWriter::add_stream(const std::string& file_name, const std::function<void(OutputFile&)>& write) {
+  check_new_file(file_name);
+  OutputFile out(tmp_dir_ + "/" + file_name);
+  write(out);
+  std::string sha = out.finish();
+  files_[file_name] = {out.bytes_written(), std::move(sha)};
+}
+
 void CheckpointWriter::add_written_file(const std::string& file_name, uint64_t bytes, const std::string& sha256) {
   check_new_file(file_name);
   const std::string path = tmp_dir_ + "/" + file_name;

@@ -65,6 +65,8 @@ class CheckpointWriter {
   // Copies the file at `source` into the checkpoint (streamed, hashed on the way); returns its
   // sha256. Used to make a checkpoint self-contained (its tokenizer model).
   std::string add_file_copy(const std::string& file_name, const std::string& source);
+  // Writes file `file_name` through `write` (streamed, hashed on the way).
+  void add_stream(const std::string& file_name, const std::function<void(OutputFile&)>& write);
   // Records a file that another process wrote (and fsync'ed) into tmp_dir() — a rank's shard of a
   // sharded checkpoint — with the size and sha256 it computed while writing. Fails if the file is
   // absent or has another size.

@@ -73,6 +73,28 @@ int64_t copy_overlap(const ShardedPiece& p, const float* src, const BlockRange& 
 
 }  // namespace
 
+std::string sharded_index_problem(const std::string& dir) {
+  const std::string path = dir + "/" + kShardedIndexFile;
+  try {
+    const Checkpoint checkpoint = Checkpoint::open(dir, [](const std::string&) { return false; });
+    const ShardedIndex index = sharded_index_from_json(checkpoint.json(kShardedIndexFile), path);
+    for (const auto& [name, tensor] : index)
+      for (const ShardedPiece& p : tensor.pieces) {
+        if (!checkpoint.has_file(p.file)) return fmt::format("{}: tensor '{}' names {}, which the manifest does not list",
+                                                             path, name, p.file);
+        const SafetensorsFile& file = checkpoint.tensors(p.file);
+        if (!file.contains(p.key)) return fmt::format("{}: {} has no piece '{}' of tensor '{}'", path, p.file, p.key, name);
+        const Tensor& t = file.tensor(p.key);
+        if (t.dtype != DType::kF32 || t.numel() != p.end - p.begin)
+          return fmt::format("{}: piece '{}' in {} is {} {}, the index says F32 with {} elements", path, p.key, p.file,
+                             dtype_name(t.dtype), t.shape.str(), p.end - p.begin);
+      }
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 BlockRange whole_block(const std::vector<int64_t>& start, const std::vector<int64_t>& shape) {
   return BlockRange{start, shape, 0, product(shape)};
 }
@@ -183,6 +205,20 @@ uint64_t CheckpointTensors::bytes(const std::string& name) const {
   if (it != index_.end())
     for (const ShardedPiece& p : it->second.pieces) total += uint64_t(p.end - p.begin) * sizeof(float);
   return total;
+}
+
+size_t CheckpointTensors::pieces(const std::string& name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? 0 : it->second.pieces.size();
+}
+
+std::vector<std::string> CheckpointTensors::files() const {
+  std::vector<std::string> out;
+  for (const auto& entry : index_)
+    for (const ShardedPiece& p : entry.second.pieces) out.push_back(p.file);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 void CheckpointTensors::read(const std::string& name, const BlockRange& r, float* dst) const {

@@ -52,6 +52,11 @@ nlohmann::json sharded_index_to_json(const ShardedIndex& index);
 // the pieces' sizes add up to each tensor's size); one moe4d::Error naming `origin` and the tensor.
 ShardedIndex sharded_index_from_json(const nlohmann::json& json, const std::string& origin);
 
+// Checks the index of the sharded step directory `dir` (assumed checksummed already): it parses and
+// validates, and every piece's key is in its file as F32 with the right element count. Returns the
+// first problem, or "" when there is none.
+std::string sharded_index_problem(const std::string& dir);
+
 // Where in a block to read: the block at `start` with shape `shape` (global coordinates), its flat
 // elements [begin, end).
 struct BlockRange {
@@ -73,8 +78,11 @@ class CheckpointTensors {
   std::vector<std::string> names() const;
   // Global shape; a missing tensor is a moe4d::Error naming the file that should hold it.
   std::vector<int64_t> shape(const std::string& name) const;
-  // Bytes on disk of the tensor (all its pieces).
+  // Bytes on disk of the tensor (all its pieces), and how many pieces it has.
   uint64_t bytes(const std::string& name) const;
+  size_t pieces(const std::string& name) const;
+  // The files holding pieces, sorted.
+  std::vector<std::string> files() const;
   // The file a missing `name` is looked for in (for messages).
   std::string file_for(const std::string& name) const;
 

@@ -176,6 +176,7 @@ void Trainer::save_checkpoint() {
                                    {"numerics", numerics_state()},
                                    {"tokenizer", tokenizer_state},
                                    {"format", sharded ? "sharded" : "full"},
+                                   {"optimizer", optimizer_->name()},
                                    {"layout",
                                     {{"data_parallel", pc_.dp_size()},
                                      {"expert_parallel", pc_.ep_size()},

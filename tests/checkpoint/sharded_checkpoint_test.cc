@@ -11,9 +11,13 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "../train/train_fixture.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_consolidate.h"
+#include "checkpoint/checkpoint_inspect.h"
+#include "core/error.h"
 #include "checkpoint/sharded_index.h"
 #include "comm/mpi_communicator.h"
 #include "train/trainer.h"
@@ -159,6 +163,42 @@ TEST_F(ShardedCheckpoint, TwoRanksDataParallelSaveResumesInEveryLayout) {
   expect_resume(Layout{.pp = 2}, ckpt, continued, false);
   expect_resume(Layout{.dp = 2, .zero = 3}, ckpt, continued, false);
   expect_single_rank_resume(ckpt, continued);
+
+  // The tools: verify and inspect understand it; consolidate writes full tensors that resume
+  // bit-identically in the saving layout; a flipped byte in one rank's file fails verification.
+  const std::string full = shared_.file("dp2-consolidated");
+  if (world_rank() == 0) {
+    std::vector<std::string> lines;
+    verify_checkpoints(ckpt, [&](const std::string& line) { lines.push_back(line); });
+    EXPECT_EQ(lines.size(), 5u);  // latest; index.json, state.json, rank_00000, rank_00001 (bytes tokenizer)
+    const std::string report = inspect_checkpoint(ckpt);
+    EXPECT_NE(report.find("rank_00000.safetensors .. rank_00001.safetensors (2 files)"), std::string::npos) << report;
+    EXPECT_NE(report.find("sharded: "), std::string::npos) << report;
+    EXPECT_NE(report.find("exp_avg for "), std::string::npos) << report;
+    const ConsolidateResult result = consolidate_checkpoint(ckpt, full, /*buffer_bytes=*/256);
+    EXPECT_EQ(result.path, full + "/" + checkpoint_dir_name(kSaveAt));
+    const Checkpoint consolidated = Checkpoint::open(full);
+    EXPECT_TRUE(consolidated.has_file("model.safetensors"));
+    EXPECT_FALSE(consolidated.has_file(kShardedIndexFile));
+    EXPECT_EQ(consolidated.json("state.json").value("format", ""), "full");
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  expect_resume(Layout{.dp = 2}, full, continued, /*exact=*/true);
+  if (world_rank() == 0) {
+    const std::string victim = ckpt + "/" + checkpoint_dir_name(kSaveAt) + "/rank_00001.safetensors";
+    std::fstream f(victim, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(200);
+    f.put('\x7f');
+    f.close();
+    std::string error;
+    try {
+      verify_checkpoints(ckpt, [](const std::string&) {});
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    EXPECT_NE(error.find(victim + ": sha256 mismatch"), std::string::npos) << error;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 TEST_F(ShardedCheckpoint, TwoRanksZeroThreeSaveResumesExactlyAndElsewhere) {
