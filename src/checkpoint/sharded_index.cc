@@ -99,6 +99,17 @@ BlockRange whole_block(const std::vector<int64_t>& start, const std::vector<int6
   return BlockRange{start, shape, 0, product(shape)};
 }
 
+void read_from_full(const float* full, const std::vector<int64_t>& shape, const BlockRange& r, float* dst) {
+  if (r.start.size() != shape.size() || r.shape.size() != shape.size())
+    fail("a block of {} dimensions was asked of a tensor of {}", r.shape.size(), shape.size());
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (r.start[d] + r.shape[d] > shape[d])
+      fail("block [{}] + [{}] lies outside the tensor [{}]", fmt::join(r.start, ","), fmt::join(r.shape, ","),
+           fmt::join(shape, ","));
+  const ShardedPiece whole{"", "", std::vector<int64_t>(shape.size(), 0), shape, 0, product(shape)};
+  copy_overlap(whole, full, r, dst);
+}
+
 nlohmann::json sharded_index_to_json(const ShardedIndex& index) {
   nlohmann::json tensors = nlohmann::json::object();
   for (const auto& [name, t] : index) {

@@ -66,6 +66,10 @@ struct BlockRange {
 // The whole of a block.
 BlockRange whole_block(const std::vector<int64_t>& start, const std::vector<int64_t>& shape);
 
+// Copies elements [r.begin, r.end) of block r of the row-major tensor `full` (global shape `shape`)
+// into dst. Throws moe4d::Error if the block lies outside the tensor.
+void read_from_full(const float* full, const std::vector<int64_t>& shape, const BlockRange& r, float* dst);
+
 class CheckpointTensors {
  public:
   // Borrows `checkpoint`, which must outlive this object. A checkpoint with index.json is sharded;

@@ -1,4 +1,5 @@
-// train/trainer_checkpoint.cc — Trainer::save_checkpoint / load_checkpoint.
+// train/trainer_checkpoint.cc — Trainer::save_checkpoint / load_checkpoint, and the full-tensor state
+// they move (gather_state / load_state).
 //
 // Two formats (checkpoint.format, docs/checkpoints.md), holding the same tensors under the same
 // global names: parameters <name>, AdamW's exp_avg.<name> and exp_avg_sq.<name>, plus state.json
@@ -18,6 +19,7 @@
 // (checkpoint/sharded_index.h), whichever format wrote it. The ranks verify the files' checksums
 // between them (each hashes every world-size-th file) and fail together on the first mismatch.
 #include <filesystem>
+#include <functional>
 #include <optional>
 
 #include <fmt/format.h>
@@ -68,9 +70,9 @@ Config with_absolute_data_paths(Config config) {
   return config;
 }
 
-NamedTensors as_named(std::map<std::string, FullTensor>& tensors, const std::string& prefix) {
+NamedTensors as_named(std::map<std::string, FullTensor>& tensors) {
   NamedTensors out;
-  for (auto& [name, t] : tensors) out.emplace_back(prefix + name, Tensor::f32(t.data.f32(), t.shape));
+  for (auto& [name, t] : tensors) out.emplace_back(name, Tensor::f32(t.data.f32(), t.shape));
   return out;
 }
 
@@ -99,51 +101,88 @@ std::vector<int64_t> block_start(const ParamInfo& info) {
   return start;
 }
 
-// The global shape of `name` in the checkpoint must be the parameter's.
-void require_shape(const CheckpointTensors& tensors, const std::string& name, const ParamInfo& info,
-                   const std::string& origin) {
-  const std::vector<int64_t> shape = tensors.shape(name);
+// A tensor's global shape must be the parameter's.
+void check_shape(const std::string& name, const std::vector<int64_t>& shape, const ParamInfo& info,
+                 const std::string& origin) {
   if (shape != info.global_shape.dims())
     fail("{}: tensor '{}' has shape {}, but this model needs {} (was the checkpoint written for another model "
          "config?)",
          origin, name, Shape::of(shape).str(), info.global_shape.str());
 }
 
-// This rank's whole block of parameter `info` from tensor `name`.
-void read_block(const CheckpointTensors& tensors, const std::string& name, const ParamInfo& info, float* dst,
-                const std::string& origin) {
-  require_shape(tensors, name, info, origin);
-  tensors.read(name, whole_block(block_start(info), info.local_shape.dims()), dst);
+// Reads elements [r.begin, r.end) of block r of tensor `name` (the parameter `info`'s values or
+// moments) into dst, checking that the tensor has the parameter's global shape.
+using BlockReader =
+    std::function<void(const std::string& name, const ParamInfo& info, const BlockRange& r, float* dst)>;
+
+// Through `read`: this rank's block of every parameter's values into the flat buffers (zero_stage 3
+// re-shards them); AdamW's moments as the block into the optimizer's flat buffers (zero_stage 0) or
+// as only this rank's ZeRO slices into its shards (>= 1; the padding zeroed). The same path for
+// checkpoints of either format and for full tensors handed over in memory (load_state).
+void load_blocks(ParamStore& params, const ZeroLayout& layout, AdamW& optimizer, ZeroParamGatherer* zero_values,
+                 const BlockReader& read) {
+  for (int id = 0; id < params.size(); ++id) {
+    const ParamInfo& info = params.info(id);
+    const BlockRange whole = whole_block(block_start(info), info.local_shape.dims());
+    read(info.name, info, whole, params.value(id));
+    if (zero_values) continue;
+    read("exp_avg." + info.name, info, whole, optimizer.exp_avg(info.group) + info.offset);
+    read("exp_avg_sq." + info.name, info, whole, optimizer.exp_avg_sq(info.group) + info.offset);
+  }
+  if (!zero_values) return;
+  for (ParamGroup g : {ParamGroup::kDense, ParamGroup::kExpert}) {
+    std::memset(optimizer.exp_avg(g), 0, optimizer.state_size(g) * sizeof(float));
+    std::memset(optimizer.exp_avg_sq(g), 0, optimizer.state_size(g) * sizeof(float));
+  }
+  for (const ShardPiece& s : layout.pieces()) {
+    const ParamInfo& info = params.info(s.param);
+    const int64_t begin = int64_t(s.flat_begin - info.offset);
+    const BlockRange range{block_start(info), info.local_shape.dims(), begin, begin + int64_t(s.count)};
+    read("exp_avg." + info.name, info, range, optimizer.exp_avg(info.group) + s.shard_offset);
+    read("exp_avg_sq." + info.name, info, range, optimizer.exp_avg_sq(info.group) + s.shard_offset);
+  }
+  zero_values->shard_from_flat();
+}
+
+// Reads from a verified checkpoint of either format.
+BlockReader checkpoint_reader(const CheckpointTensors& tensors, const std::string& origin) {
+  return [&tensors, origin](const std::string& name, const ParamInfo& info, const BlockRange& r, float* dst) {
+    check_shape(name, tensors.shape(name), info, origin);
+    tensors.read(name, r, dst);
+  };
 }
 }  // namespace
 
+Trainer::FullState Trainer::gather_state() {
+  FullState out;
+  out.values = gather_parameters();
+  // One optimizer state (m or v) as full tensors: from the optimizer's flat buffers (zero_stage 0) or
+  // from its shards assembled into this rank's flat layout (>= 1).
+  for (const bool second : {false, true}) {
+    FlatState flat;
+    const float* base[kNumParamGroups];
+    for (int g = 0; g < kNumParamGroups; ++g) {
+      const ParamGroup group = ParamGroup(g);
+      const float* state = second ? optimizer_->exp_avg_sq(group) : optimizer_->exp_avg(group);
+      base[g] = state;
+      if (!zero_values_) continue;
+      flat.group[g] = Buffer(params_.flat_size(group) * sizeof(float));
+      zero_values_->assemble(group, state, flat.group[g].f32());
+      base[g] = flat.group[g].f32();
+    }
+    auto full = gather_full_tensors(pc_, params_, [&](int id) {
+      const ParamInfo& info = params_.info(id);
+      return base[int(info.group)] + info.offset;
+    });
+    for (auto& [name, t] : full) out.optimizer.emplace((second ? "exp_avg_sq." : "exp_avg.") + name, std::move(t));
+  }
+  return out;
+}
+
 void Trainer::save_checkpoint() {
   const bool sharded = config_.checkpoint.format == CheckpointFormat::kSharded;
-  std::map<std::string, FullTensor> values, exp_avg, exp_avg_sq;
-  if (!sharded) {
-    values = gather_parameters();
-    // One optimizer state (m or v) as full tensors: from the optimizer's flat buffers (zero_stage 0)
-    // or from its shards assembled into this rank's flat layout (>= 1).
-    auto full_state = [this](bool second) {
-      FlatState flat;
-      const float* base[kNumParamGroups];
-      for (int g = 0; g < kNumParamGroups; ++g) {
-        const ParamGroup group = ParamGroup(g);
-        const float* state = second ? optimizer_->exp_avg_sq(group) : optimizer_->exp_avg(group);
-        base[g] = state;
-        if (!zero_values_) continue;
-        flat.group[g] = Buffer(params_.flat_size(group) * sizeof(float));
-        zero_values_->assemble(group, state, flat.group[g].f32());
-        base[g] = flat.group[g].f32();
-      }
-      return gather_full_tensors(pc_, params_, [&](int id) {
-        const ParamInfo& info = params_.info(id);
-        return base[int(info.group)] + info.offset;
-      });
-    };
-    exp_avg = full_state(false);
-    exp_avg_sq = full_state(true);
-  }
+  FullState full;
+  if (!sharded) full = gather_state();
   // Router biases of every MoE layer, contributed by one rank of each pipeline stage.
   const int E = config_.model.moe.num_experts;
   std::vector<double> bias(moe_layers_.size() * size_t(E), 0.0);
@@ -240,10 +279,8 @@ void Trainer::save_checkpoint() {
     // Rank 0 writes; the outcome is shared so that every rank fails together if the write fails.
     try {
       CheckpointWriter writer(config_.checkpoint.dir, step_);
-      writer.add_safetensors("model.safetensors", as_named(values, ""), {{"format", "moe4d"}});
-      NamedTensors optimizer_state = as_named(exp_avg, "exp_avg.");
-      for (auto& entry : as_named(exp_avg_sq, "exp_avg_sq.")) optimizer_state.push_back(entry);
-      writer.add_safetensors("optimizer.safetensors", optimizer_state, {{"optimizer", optimizer_->name()}});
+      writer.add_safetensors("model.safetensors", as_named(full.values), {{"format", "moe4d"}});
+      writer.add_safetensors("optimizer.safetensors", as_named(full.optimizer), {{"optimizer", optimizer_->name()}});
       add_metadata(writer);
       const std::string path = writer.commit(config_.checkpoint.keep);
       if (!options_.quiet) log_info("checkpoint written: {}", path);
@@ -262,34 +299,7 @@ void Trainer::load_checkpoint(const std::string& path) {
   const Checkpoint checkpoint = open_verified(*pc_.world, path);
   const CheckpointTensors tensors(checkpoint);
   const std::string origin = checkpoint.path();
-  // Values: this rank's block of every parameter into the flat buffers (zero_stage 3: re-sharded
-  // below). Optimizer state: the block into the optimizer's flat buffers (zero_stage 0), or only
-  // this rank's ZeRO slices into its shards (>= 1; the padding stays zero).
-  for (int id = 0; id < params_.size(); ++id) {
-    const ParamInfo& info = params_.info(id);
-    read_block(tensors, info.name, info, params_.value(id), origin);
-    if (zero_values_) continue;
-    read_block(tensors, "exp_avg." + info.name, info, optimizer_->exp_avg(info.group) + info.offset, origin);
-    read_block(tensors, "exp_avg_sq." + info.name, info, optimizer_->exp_avg_sq(info.group) + info.offset, origin);
-  }
-  if (zero_values_) {
-    for (ParamGroup g : {ParamGroup::kDense, ParamGroup::kExpert}) {
-      std::memset(optimizer_->exp_avg(g), 0, optimizer_->state_size(g) * sizeof(float));
-      std::memset(optimizer_->exp_avg_sq(g), 0, optimizer_->state_size(g) * sizeof(float));
-    }
-    for (const ShardPiece& s : zero_layout_->pieces()) {
-      const ParamInfo& info = params_.info(s.param);
-      const int64_t begin = int64_t(s.flat_begin - info.offset);
-      const BlockRange range{block_start(info), info.local_shape.dims(), begin, begin + int64_t(s.count)};
-      for (const bool second : {false, true}) {
-        const std::string name = (second ? "exp_avg_sq." : "exp_avg.") + info.name;
-        require_shape(tensors, name, info, origin);
-        float* shard = second ? optimizer_->exp_avg_sq(info.group) : optimizer_->exp_avg(info.group);
-        tensors.read(name, range, shard + s.shard_offset);
-      }
-    }
-    zero_values_->shard_from_flat();
-  }
+  load_blocks(params_, *zero_layout_, *optimizer_, zero_values_.get(), checkpoint_reader(tensors, origin));
   const nlohmann::json state = checkpoint.json("state.json");
   restore_router_biases(*model_, state, origin);
   // Loss scale and skipped-step count (absent from checkpoints older than mixed precision: fresh).
@@ -302,12 +312,28 @@ void Trainer::load_checkpoint(const std::string& path) {
     log_info("resumed from {} (step {})", origin, step_);
 }
 
+void Trainer::load_state(const TensorLookup& values, const TensorLookup& optimizer, const std::string& origin) {
+  load_blocks(params_, *zero_layout_, *optimizer_, zero_values_.get(),
+              [&](const std::string& name, const ParamInfo& info, const BlockRange& r, float* dst) {
+                const bool moment = name.rfind("exp_avg", 0) == 0;
+                const Tensor& full = moment ? optimizer(name) : values(name);
+                if (full.dtype != DType::kF32 || !full.is_contiguous())
+                  fail("{}: tensor '{}' is {}{}, expected contiguous F32", origin, name, dtype_name(full.dtype),
+                       full.is_contiguous() ? "" : " (strided)");
+                check_shape(name, full.shape.dims(), info, origin);
+                read_from_full(full.f32(), full.shape.dims(), r, dst);
+              });
+}
+
 void Trainer::load_weights(const std::string& path) {
   const Checkpoint checkpoint = open_verified(*pc_.world, path);
   const CheckpointTensors tensors(checkpoint);
   const std::string origin = "train.init_from " + checkpoint.path();
-  for (int id = 0; id < params_.size(); ++id)
-    read_block(tensors, params_.info(id).name, params_.info(id), params_.value(id), origin);
+  const BlockReader read = checkpoint_reader(tensors, origin);
+  for (int id = 0; id < params_.size(); ++id) {
+    const ParamInfo& info = params_.info(id);
+    read(info.name, info, whole_block(block_start(info), info.local_shape.dims()), params_.value(id));
+  }
   if (zero_values_) zero_values_->shard_from_flat();
   restore_router_biases(*model_, checkpoint.json("state.json"), origin);
   if (pc_.rank == 0 && !options_.quiet) log_info("initialised from {} (weights only, step 0)", origin);
