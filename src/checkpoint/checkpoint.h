@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -36,6 +37,12 @@ inline constexpr const char* kCheckpointTokenizerFile = "tokenizer.model";
 
 // "step_00000020"
 std::string checkpoint_dir_name(int64_t step);
+// True when `name` is a step directory name exactly as checkpoint_dir_name writes it; sets `step`.
+bool parse_checkpoint_dir_name(const std::string& name, int64_t& step);
+
+// File contents made safe for a one-line message: printable ASCII stays, everything else is escaped
+// (\n, \t, \r, \\, \xNN), and more than `max_bytes` bytes end in "...(N bytes)".
+std::string escaped_text(const std::string& bytes, size_t max_bytes = 64);
 
 // Builds one checkpoint in a temporary directory and publishes it with commit(). Files are streamed
 // to disk as they are added (hashed on the way), so the writer holds no copy of the tensors.
@@ -58,6 +65,14 @@ class CheckpointWriter {
   // Copies the file at `source` into the checkpoint (streamed, hashed on the way); returns its
   // sha256. Used to make a checkpoint self-contained (its tokenizer model).
   std::string add_file_copy(const std::string& file_name, const std::string& source);
+  // Writes file `file_name` through `write` (streamed, hashed on the way).
+  void add_stream(const std::string& file_name, const std::function<void(OutputFile&)>& write);
+  // Records a file that another process wrote (and fsync'ed) into tmp_dir() — a rank's shard of a
+  // sharded checkpoint — with the size and sha256 it computed while writing. Fails if the file is
+  // absent or has another size.
+  void add_written_file(const std::string& file_name, uint64_t bytes, const std::string& sha256);
+  // Where the files of this checkpoint are written until commit() (empty once committed).
+  const std::string& tmp_dir() const { return tmp_dir_; }
 
   // Publishes the checkpoint as `<dir>/step_<S>` (replacing an existing one only once the new one
   // is complete), points `latest` at it, then deletes the oldest complete checkpoints so that at
@@ -96,6 +111,9 @@ class Checkpoint {
   // `checkpoint runs/ckpt/step_00000020 is corrupt: model.safetensors sha256 mismatch (expected
   // 3fa1…, got 9b02…); previous checkpoint: runs/ckpt/step_00000010`.
   static Checkpoint open(const std::string& path);
+  // The same, but the sha256 of a file is checked only where `hash_file(name)` is true (presence and
+  // size always): for ranks that verify a share of a sharded checkpoint each and agree on the result.
+  static Checkpoint open(const std::string& path, const std::function<bool(const std::string&)>& hash_file);
 
   int64_t step() const { return step_; }
   const std::string& path() const { return path_; }

@@ -16,6 +16,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
+#include "checkpoint/sharded_index.h"
 #include "core/error.h"
 #include "core/sha256.h"
 
@@ -64,6 +65,47 @@ std::string with_commas(int64_t value) {
   std::string digits = std::to_string(value);
   for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(static_cast<size_t>(i), ",");
   return digits;
+}
+
+struct TableRow {
+  std::string name, dtype, shape;
+  int64_t elements = 0;
+  uint64_t bytes = 0;
+  size_t pieces = 1;
+};
+
+// One line per tensor (name, dtype, shape, bytes, group[, pieces]), then totals per parameter group.
+void tensor_table(const std::vector<TableRow>& rows, bool with_pieces,
+                  const std::function<void(const std::string&)>& line) {
+  size_t width = 4;
+  for (const TableRow& row : rows) width = std::max(width, row.name.size());
+  line(fmt::format("  {:<{}}  {:<5}  {:<20}  {:>12}  {:<6}{}", "name", width, "dtype", "shape", "bytes", "group",
+                   with_pieces ? "  pieces" : ""));
+  struct Totals {
+    int tensors = 0;
+    int64_t elements = 0;
+    uint64_t bytes = 0;
+  };
+  std::map<std::string, Totals> groups;
+  for (const TableRow& row : rows) {
+    const std::string group = is_expert_tensor(row.name) ? "expert" : "dense";
+    std::string text = fmt::format("  {:<{}}  {:<5}  {:<20}  {:>12}  {}", row.name, width, row.dtype, row.shape,
+                                   with_commas(static_cast<int64_t>(row.bytes)), group);
+    if (with_pieces) text += fmt::format("{:>{}}", row.pieces, group == "dense" ? 9 : 8);
+    line(text);
+    for (const std::string& key : {group, std::string("total")}) {
+      Totals& t = groups[key];
+      t.tensors += 1;
+      t.elements += row.elements;
+      t.bytes += row.bytes;
+    }
+  }
+  for (const std::string key : {"dense", "expert", "total"}) {
+    if (!groups.count(key)) continue;
+    const Totals& t = groups[key];
+    line(fmt::format("  {:<6} {:>4} tensors  {:>14} elements  {}", key, t.tensors, with_commas(t.elements),
+                     format_bytes(t.bytes)));
+  }
 }
 
 }  // namespace
@@ -158,6 +200,8 @@ CheckpointCheck verify_checkpoint(const std::string& step_dir) {
     }
     check.files.push_back(std::move(file));
   }
+  // A sharded checkpoint: the index must describe the pieces its files hold.
+  if (check.ok() && manifest["files"].contains(kShardedIndexFile)) check.problem = sharded_index_problem(check.dir);
   return check;
 }
 
@@ -178,7 +222,8 @@ void verify_checkpoints(const std::string& path_in, const std::function<void(con
     if (latest.empty())
       latest_problem = fmt::format("{}/latest is missing", path);
     else if (std::find(dirs.begin(), dirs.end(), path + "/" + latest) == dirs.end())
-      latest_problem = fmt::format("{}/latest names {}, which is not a complete checkpoint", path, latest);
+      latest_problem = fmt::format("{}/latest names '{}', which is not a complete checkpoint", path,
+                                   escaped_text(latest));
     else
       on_line(fmt::format("ok    {}/latest -> {}", path, latest));
   }
@@ -237,8 +282,14 @@ std::string inspect_checkpoint(const std::string& path) {
   line(fmt::format("checkpoint {}", checkpoint.path()));
   line(fmt::format("  step        {}", checkpoint.step()));
   line(fmt::format("  written     {}", utc_time(checkpoint.path() + "/" + kManifest)));
-  line(fmt::format("  files       {} ({}, every checksum verified)", fmt::join(checkpoint.files(), ", "),
-                   format_bytes(total_bytes)));
+  // The rank files of a sharded checkpoint as one range.
+  std::vector<std::string> files, rank_files;
+  for (const std::string& name : checkpoint.files())
+    (name.rfind("rank_", 0) == 0 && name.ends_with(".safetensors") ? rank_files : files).push_back(name);
+  if (rank_files.size() == 1) files.push_back(rank_files.front());
+  if (rank_files.size() > 1)
+    files.push_back(fmt::format("{} .. {} ({} files)", rank_files.front(), rank_files.back(), rank_files.size()));
+  line(fmt::format("  files       {} ({}, every checksum verified)", fmt::join(files, ", "), format_bytes(total_bytes)));
 
   nlohmann::json state = checkpoint.has_file("state.json") ? checkpoint.json("state.json") : nlohmann::json::object();
   if (state.contains("layout") && state["layout"].is_object()) {
@@ -256,55 +307,60 @@ std::string inspect_checkpoint(const std::string& path) {
   }
   if (state.contains("numerics")) line(fmt::format("  numerics    {}", state["numerics"].dump()));
 
-  // Tensors of every safetensors file, with totals per parameter group.
-  for (const std::string& name : checkpoint.files()) {
-    if (!name.ends_with(".safetensors")) continue;
-    const SafetensorsFile& file = checkpoint.tensors(name);
-    std::string meta;
-    for (const auto& [key, value] : file.metadata()) meta += fmt::format(" {}={}", key, value);
-    line(fmt::format("{} ({} tensors{})", name, file.tensors().size(), meta.empty() ? "" : ";" + meta));
-    size_t width = 4;
-    for (const auto& entry : file.tensors()) width = std::max(width, entry.first.size());
-    line(fmt::format("  {:<{}}  {:<5}  {:<20}  {:>12}  {}", "name", width, "dtype", "shape", "bytes", "group"));
-    struct Totals {
-      int tensors = 0;
-      int64_t elements = 0;
-      uint64_t bytes = 0;
-    };
-    std::map<std::string, Totals> groups;
-    for (const auto& [tensor_name, tensor] : file.tensors()) {
-      const std::string group = is_expert_tensor(tensor_name) ? "expert" : "dense";
-      line(fmt::format("  {:<{}}  {:<5}  {:<20}  {:>12}  {}", tensor_name, width, dtype_name(tensor.dtype),
-                       tensor.shape.str(), with_commas(static_cast<int64_t>(tensor.nbytes())), group));
-      for (const std::string& key : {group, std::string("total")}) {
-        Totals& t = groups[key];
-        t.tensors += 1;
-        t.elements += tensor.numel();
-        t.bytes += tensor.nbytes();
-      }
+  // Tensors of every safetensors file (a sharded checkpoint: of its index), with totals per group.
+  const CheckpointTensors index(checkpoint);
+  if (index.sharded()) {
+    std::vector<TableRow> params, moments;
+    size_t pieces = 0;
+    for (const std::string& name : index.names()) {
+      const bool moment = name.rfind("exp_avg.", 0) == 0 || name.rfind("exp_avg_sq.", 0) == 0;
+      const std::vector<int64_t> shape = index.shape(name);
+      pieces += index.pieces(name);
+      (moment ? moments : params)
+          .push_back(TableRow{name, "F32", Shape::of(shape).str(), int64_t(index.bytes(name) / sizeof(float)),
+                              index.bytes(name), index.pieces(name)});
     }
-    for (const std::string key : {"dense", "expert", "total"}) {
-      if (!groups.count(key)) continue;
-      const Totals& t = groups[key];
-      line(fmt::format("  {:<6} {:>4} tensors  {:>14} elements  {}", key, t.tensors, with_commas(t.elements),
-                       format_bytes(t.bytes)));
-    }
-  }
-  // Optimizer state: which moments are present for how many parameters.
-  if (checkpoint.has_file("optimizer.safetensors") && checkpoint.has_file("model.safetensors")) {
-    const auto& params = checkpoint.tensors("model.safetensors").tensors();
-    const auto& state_tensors = checkpoint.tensors("optimizer.safetensors");
-    std::string optimizer = "?";
-    if (state_tensors.metadata().count("optimizer")) optimizer = state_tensors.metadata().at("optimizer");
+    line(fmt::format("sharded: {} tensors in {} pieces over {} rank files ({})", index.names().size(), pieces,
+                     index.files().size(), kShardedIndexFile));
+    line(fmt::format("parameters ({} tensors)", params.size()));
+    tensor_table(params, true, line);
     std::vector<std::string> present;
     for (const std::string moment : {"exp_avg", "exp_avg_sq"}) {
       size_t found = 0;
-      for (const auto& entry : params) found += state_tensors.contains(moment + "." + entry.first) ? 1 : 0;
+      for (const TableRow& row : params) found += index.contains(moment + "." + row.name) ? 1 : 0;
       present.push_back(fmt::format("{} for {}/{} parameters", moment, found, params.size()));
     }
-    line(fmt::format("optimizer state: {} ({})", optimizer, fmt::join(present, ", ")));
+    line(fmt::format("optimizer state: {} ({} tensors, {})", state.value("optimizer", std::string("adamw")),
+                     moments.size(), fmt::join(present, ", ")));
   } else {
-    line("optimizer state: none (no optimizer.safetensors)");
+    for (const std::string& name : checkpoint.files()) {
+      if (!name.ends_with(".safetensors")) continue;
+      const SafetensorsFile& file = checkpoint.tensors(name);
+      std::string meta;
+      for (const auto& [key, value] : file.metadata()) meta += fmt::format(" {}={}", key, value);
+      line(fmt::format("{} ({} tensors{})", name, file.tensors().size(), meta.empty() ? "" : ";" + meta));
+      std::vector<TableRow> rows;
+      for (const auto& [tensor_name, tensor] : file.tensors())
+        rows.push_back(TableRow{tensor_name, dtype_name(tensor.dtype), tensor.shape.str(), tensor.numel(),
+                                uint64_t(tensor.nbytes()), 1});
+      tensor_table(rows, false, line);
+    }
+    // Optimizer state: which moments are present for how many parameters.
+    if (checkpoint.has_file("optimizer.safetensors") && checkpoint.has_file("model.safetensors")) {
+      const auto& params = checkpoint.tensors("model.safetensors").tensors();
+      const auto& state_tensors = checkpoint.tensors("optimizer.safetensors");
+      std::string optimizer = "?";
+      if (state_tensors.metadata().count("optimizer")) optimizer = state_tensors.metadata().at("optimizer");
+      std::vector<std::string> present;
+      for (const std::string moment : {"exp_avg", "exp_avg_sq"}) {
+        size_t found = 0;
+        for (const auto& entry : params) found += state_tensors.contains(moment + "." + entry.first) ? 1 : 0;
+        present.push_back(fmt::format("{} for {}/{} parameters", moment, found, params.size()));
+      }
+      line(fmt::format("optimizer state: {} ({})", optimizer, fmt::join(present, ", ")));
+    } else {
+      line("optimizer state: none (no optimizer.safetensors)");
+    }
   }
   if (state.contains("config") && state["config"].is_string()) {
     line("config:");

@@ -9,6 +9,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -123,50 +124,78 @@ ResumePoint find_resume_point(const std::string& root_in) {
   std::string root = root_in;
   while (root.size() > 1 && root.back() == '/') root.pop_back();
   ResumePoint point;
-  std::vector<CheckpointEntry> entries = list_checkpoints(root);
+  const std::vector<CheckpointEntry> entries = list_checkpoints(root);
   std::error_code ec;
   const std::string latest = root + "/latest";
-  std::string latest_problem;
-  std::string latest_target;  // the step directory `latest` names (already tried below)
-  if (fs::exists(latest, ec)) {
-    std::ifstream in(latest);
-    std::getline(in, latest_target);
-    latest_target = root + "/" + latest_target;
-    try {
-      const Checkpoint checkpoint = Checkpoint::open(root);
-      point.path = checkpoint.path();
-      point.step = checkpoint.step();
-      return point;
-    } catch (const Error& e) {
-      latest_problem = e.what();
-    }
+  const bool has_latest = fs::exists(latest, ec);
+
+  // What `latest` says is judged on its own: a damaged pointer never rules out (or in) a step
+  // directory, each of which stands or falls by its own manifest.
+  std::string latest_name;     // the step directory it names; empty when it names none
+  std::string latest_problem;  // why it is not used as is; empty when it is
+  if (has_latest) {
+    std::string text;
+    std::ifstream in(latest, std::ios::binary);
+    if (in) text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    std::string name = text;
+    name.erase(name.find_last_not_of(" \t\r\n") + 1);
+    int64_t step = 0;
+    if (!in) latest_problem = fmt::format("{} cannot be read: {}", latest, std::strerror(errno));
+    else if (parse_checkpoint_dir_name(name, step)) latest_name = name;
+    else latest_problem = fmt::format("{} holds '{}', expected a step directory name like {}", latest,
+                                      escaped_text(text), checkpoint_dir_name(0));
   } else {
     latest_problem = fmt::format("{} is missing", latest);
   }
   if (entries.empty()) {
-    if (!fs::exists(latest, ec)) return point;  // nothing to resume: a run that never checkpointed
+    if (!has_latest) return point;  // nothing to resume: a run that never checkpointed
+    if (latest_problem.empty())
+      latest_problem = fmt::format("{} names {}, which is not a complete checkpoint", latest, latest_name);
     fail("--resume: {}; and {} holds no other checkpoint (step_<N> directory with a MANIFEST.json); pass "
          "--start-over to move the directory aside and start fresh",
          latest_problem, root);
   }
+
+  // The newest step directory that verifies, whatever `latest` says.
   std::vector<std::string> refused;
   for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
-    if (it->path == latest_target) continue;
+    const bool named_by_latest = !latest_name.empty() && it->path == root + "/" + latest_name;
     try {
-      const Checkpoint checkpoint = Checkpoint::open(it->path);
+      // Through the root when `latest` names it, so that a refusal says "(named by .../latest)".
+      const Checkpoint checkpoint = Checkpoint::open(named_by_latest ? root : it->path);
       point.path = checkpoint.path();
       point.step = checkpoint.step();
-      point.notice = fmt::format("--resume: not using {}: {}; resuming from {}, the newest checkpoint that verifies",
-                                 latest, latest_problem, point.path);
-      if (!refused.empty()) point.notice += fmt::format(" (refused: {})", fmt::join(refused, "; "));
-      return point;
+      break;
     } catch (const Error& e) {
-      refused.push_back(e.what());
+      if (named_by_latest) latest_problem = e.what();
+      else refused.push_back(e.what());
     }
   }
-  fail("--resume: no checkpoint in {} verifies ({}; {}); refusing to start from step 0 over them: pass "
-       "--start-over to move the directory aside and start fresh",
-       root, latest_problem, fmt::join(refused, "; "));
+  if (point.path.empty())
+    fail("--resume: no checkpoint in {} verifies ({}{}{}); refusing to start from step 0 over them: pass "
+         "--start-over to move the directory aside and start fresh",
+         root, latest_problem, latest_problem.empty() || refused.empty() ? "" : "; ", fmt::join(refused, "; "));
+
+  const bool chosen_by_latest = !latest_name.empty() && point.path == root + "/" + latest_name;
+  if (latest_problem.empty() && !chosen_by_latest) {
+    const std::string named = root + "/" + latest_name;
+    if (!fs::is_directory(named, ec))
+      latest_problem = fmt::format("{} names {}, which does not exist", latest, latest_name);
+    else if (!fs::exists(named + "/MANIFEST.json", ec))
+      latest_problem = fmt::format("{} names {}, which has no MANIFEST.json (its write did not complete)", latest,
+                                   latest_name);
+    else
+      latest_problem = fmt::format("{} names {}, older than {} (the run stopped before updating it)", latest,
+                                   latest_name, fs::path(point.path).filename().string());
+  }
+  if (!latest_problem.empty())
+    point.notice = fmt::format("--resume: not using {}: {}; resuming from {}, the newest checkpoint that verifies",
+                               latest, latest_problem, point.path);
+  else if (!refused.empty())
+    point.notice = fmt::format("--resume: resuming from {} (named by {}), the newest checkpoint that verifies", point.path,
+                               latest);
+  if (!refused.empty()) point.notice += fmt::format(" (refused: {})", fmt::join(refused, "; "));
+  return point;
 }
 
 }  // namespace moe4d

@@ -5,9 +5,11 @@
 // - A fresh run never writes into a directory that holds another run's checkpoints or metrics:
 //   `moe4d train` refuses, naming the two ways on (--resume, or --start-over, which renames the old
 //   run to `<dir>.old-<UTC time>` — nothing is ever deleted).
-// - --resume starts from `latest` when it verifies; when `latest` is missing or corrupt it falls
-//   back to the newest step directory that verifies, and says which and why. It never starts from
-//   step 0 while any checkpoint exists.
+// - --resume starts from the newest step directory that verifies, each judged on its own manifest:
+//   normally the one `latest` names. When `latest` is missing, damaged (its bytes printed escaped),
+//   names a corrupt, missing or older directory, the notice names it and says why. A damaged
+//   `latest` never rules out the intact directory it (partly) names. It never starts from step 0
+//   while any checkpoint exists.
 //
 // All functions are plain file-system work for one process (the CLI calls them on rank 0 and
 // shares the outcome); failures are moe4d::Error with one line naming the path.
@@ -49,10 +51,10 @@ void require_writable_dir(const std::string& dir, const std::string& what);
 struct ResumePoint {
   std::string path;    // a verified step directory; empty: the directory holds no checkpoint
   int64_t step = 0;
-  std::string notice;  // non-empty when `latest` was not used: names it and says why
+  std::string notice;  // non-empty when `latest` was not used, or newer directories were refused: says why
 };
 
-// Verifies `latest` (or, failing that, the step directories newest first) under `root`. Fails if
+// Verifies the step directories under `root` newest first and takes the first that verifies. Fails if
 // checkpoints exist but none verifies, listing why each was refused.
 ResumePoint find_resume_point(const std::string& root);
 

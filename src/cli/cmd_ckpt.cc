@@ -1,4 +1,5 @@
-// cli/cmd_ckpt.cc — `moe4d ckpt inspect | verify | list`: look at checkpoints without training.
+// cli/cmd_ckpt.cc — `moe4d ckpt inspect | verify | list | consolidate`: look at checkpoints without
+// training, and rewrite a sharded one as full tensors.
 //
 // add_ckpt_command returns the `ckpt` subcommand so that other files can add their own
 // subcommands to it (e.g. export/import in their own cmd_*.cc, registered after this one in
@@ -7,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "checkpoint/checkpoint_consolidate.h"
 #include "checkpoint/checkpoint_inspect.h"
 #include "cli/commands.h"
 #include "core/error.h"
@@ -43,6 +45,27 @@ CLI::App* add_ckpt_command(CLI::App& app) {
       std::printf("%-15s %10lld  %-21s %12s%s\n", e.name.c_str(), static_cast<long long>(e.step), e.time.c_str(),
                   format_bytes(e.bytes).c_str(), e.latest ? "  <- latest" : "");
     if (entries.empty()) std::printf("(no complete checkpoint; 'latest' names a missing one)\n");
+  });
+
+  struct ConsolidateArgs {
+    std::string checkpoint, output;
+    double buffer_mib = 64;
+  };
+  auto consolidate_args = std::make_shared<ConsolidateArgs>();
+  CLI::App* consolidate = ckpt->add_subcommand(
+      "consolidate", "write a sharded checkpoint as one full-tensor checkpoint (streamed through a bounded buffer)");
+  consolidate->add_option("checkpoint", consolidate_args->checkpoint, "checkpoint step directory, or checkpoint dir")
+      ->required();
+  consolidate->add_option("--output", consolidate_args->output, "checkpoint dir to write step_<N> and latest into")
+      ->required();
+  consolidate->add_option("--buffer-mib", consolidate_args->buffer_mib, "read buffer in MiB (default 64)")
+      ->check(CLI::Range(0.001, 1048576.0));
+  consolidate->callback([consolidate_args] {
+    const ConsolidateResult result =
+        consolidate_checkpoint(consolidate_args->checkpoint, consolidate_args->output,
+                               static_cast<size_t>(consolidate_args->buffer_mib * 1048576.0));
+    std::printf("consolidated %zu tensors (%s) into %s\n", result.tensors, format_bytes(result.bytes).c_str(),
+                result.path.c_str());
   });
   return ckpt;
 }

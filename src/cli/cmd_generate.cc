@@ -17,7 +17,7 @@
 #include "core/log.h"
 #include "model/generator.h"
 #include "model/transformer.h"
-#include "train/tensor_gather.h"
+#include "checkpoint/sharded_index.h"
 
 namespace moe4d {
 namespace {
@@ -65,11 +65,15 @@ void run_generate(const GenerateArgs& args) {
   ParamStore params;
   Transformer model(config.model, *pc, {ChunkSpec{0, m.num_layers, true, true}}, params);
   params.finalize();
-  const SafetensorsFile& weights = checkpoint.tensors("model.safetensors");
+  // Full-tensor or sharded: each parameter read straight from the file(s) holding it.
+  const CheckpointTensors weights(checkpoint);
   for (int id = 0; id < params.size(); ++id) {
     const ParamInfo& info = params.info(id);
-    if (!weights.contains(info.name)) fail("checkpoint {} has no tensor '{}'", checkpoint.path(), info.name);
-    copy_shard_from_full(info, weights.tensor(info.name), params.value(id), checkpoint.path());
+    if (weights.shape(info.name) != info.global_shape.dims())
+      fail("checkpoint {}: tensor '{}' has shape {}, this model needs {}", checkpoint.path(), info.name,
+           Shape::of(weights.shape(info.name)).str(), info.global_shape.str());
+    weights.read(info.name, whole_block(std::vector<int64_t>(info.global_shape.ndim(), 0), info.global_shape.dims()),
+                 params.value(id));
   }
   for (MoeBlock* block : model.moe_blocks()) {
     const std::vector<double> bias = saved_state.at("router_bias").at(std::to_string(block->layer()));

@@ -170,8 +170,13 @@ struct DataConfig {
   bool operator==(const DataConfig&) const = default;
 };
 
+// full: rank 0 gathers and writes whole tensors; sharded: every rank writes the pieces it owns
+// (docs/checkpoints.md).
+enum class CheckpointFormat { kFull, kSharded };
+
 struct CheckpointConfig {
   std::string dir;   // empty: no checkpoints
+  CheckpointFormat format = CheckpointFormat::kFull;
   int interval = 0;  // steps between checkpoints (0: only at the end)
   int keep = 2;      // most recent checkpoints kept
   double timeout = 600.0;  // seconds the ranks wait for rank 0's checkpoint write (not collective_timeout)

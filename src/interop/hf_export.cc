@@ -12,6 +12,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/output_file.h"
 #include "checkpoint/safetensors.h"
+#include "checkpoint/sharded_index.h"
 #include "config/config_loader.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -110,7 +111,11 @@ HfExportResult export_hf(const HfExportOptions& options) {
   } guard{tmp};
 
   // Tensors: shards of at most max_shard_bytes (a larger tensor gets a shard of its own).
-  const SafetensorsFile& weights = checkpoint.tensors("model.safetensors");
+  // Full-tensor or sharded checkpoints alike; one moe4d tensor is held at a time (the rules of one
+  // tensor follow each other), so the export holds at most one tensor besides a shard's output.
+  const CheckpointTensors weights(checkpoint);
+  std::string held_name;
+  std::vector<float> held;
   const std::vector<HfTensorRule> rules = hf_tensor_rules(m, result.arch);
   const std::map<std::string, Shape> shapes = moe4d_parameter_shapes(m);
   std::vector<std::vector<size_t>> shards(1);
@@ -150,12 +155,17 @@ HfExportResult export_hf(const HfExportOptions& options) {
       } else {
         if (!weights.contains(rule.moe4d_name))
           fail("checkpoint {} has no tensor '{}'", checkpoint.path(), rule.moe4d_name);
-        const Tensor& src = weights.tensor(rule.moe4d_name);
         const Shape& expected = shapes.at(rule.moe4d_name);
-        if (src.dtype != DType::kF32 || !src.is_contiguous() || !(src.shape == expected))
-          fail("checkpoint {}: tensor '{}' is {} {}, expected F32 {} for this config", checkpoint.path(),
-               rule.moe4d_name, dtype_name(src.dtype), src.shape.str(), expected.str());
-        const float* from = src.f32();
+        const std::vector<int64_t> shape = weights.shape(rule.moe4d_name);
+        if (shape != expected.dims())
+          fail("checkpoint {}: tensor '{}' is F32 {}, expected F32 {} for this config", checkpoint.path(),
+               rule.moe4d_name, Shape::of(shape).str(), expected.str());
+        if (held_name != rule.moe4d_name) {
+          held.assign(size_t(expected.numel()), 0.0f);
+          weights.read(rule.moe4d_name, whole_block(std::vector<int64_t>(shape.size(), 0), shape), held.data());
+          held_name = rule.moe4d_name;
+        }
+        const float* from = held.data();
         for (int64_t r = 0; r < rows; ++r)
           for (int64_t c = 0; c < cols; ++c) dst[r * cols + c] = from[rule.source(r, c)];
       }

@@ -100,14 +100,4 @@ std::map<std::string, FullTensor> gather_full_tensors(ParallelContext& pc, const
   return out;
 }
 
-void copy_shard_from_full(const ParamInfo& info, const Tensor& full, float* dst, const std::string& origin) {
-  if (full.dtype != DType::kF32)
-    fail("{}: tensor '{}' has dtype {}, expected F32", origin, info.name, dtype_name(full.dtype));
-  if (!(full.shape == info.global_shape))
-    fail("{}: tensor '{}' has shape {}, but this model needs {} (was the checkpoint written for another model "
-         "config?)",
-         origin, info.name, full.shape.str(), info.global_shape.str());
-  copy_to_contiguous(shard_view(info, full), dst);
-}
-
 }  // namespace moe4d

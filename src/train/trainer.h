@@ -94,7 +94,8 @@ class Trainer {
   StepResult train_step();
   // Mean validation cross-entropy over train.eval_batches global batches of fixed windows.
   double evaluate();
-  // Writes a checkpoint of the current state (collective; rank 0 writes).
+  // Writes a checkpoint of the current state (collective; checkpoint.format full: rank 0 writes,
+  // sharded: every rank writes its pieces, rank 0 commits).
   void save_checkpoint();
 
   int64_t step() const { return step_; }

@@ -1,27 +1,38 @@
 // train/trainer_checkpoint.cc — Trainer::save_checkpoint / load_checkpoint, and the full-tensor state
 // they move (gather_state / load_state).
 //
-// A checkpoint holds full (unsharded) tensors under their global names: model.safetensors
-// (parameters), optimizer.safetensors (AdamW's exp_avg.<name> and exp_avg_sq.<name>) and state.json
-// (step, the config, the routers' balancing biases, the loss scale and skipped-step count). The data
-// position needs no state: batches are a pure function of (seed, step). So a run resumed from step s
-// continues bit-exactly, and any parallel layout can load any checkpoint.
-//
-// Under ZeRO (docs/zero.md) the optimizer state of a rank is a shard of each group's flat buffer:
-// saving assembles the shards over the data-parallel group into the rank's full flat layout first
-// (a transient buffer of the rank's parameter count), loading cuts this rank's slices out of it; with
-// zero_stage 3 the values are materialised for the save and re-sharded after a load. So a checkpoint
-// written with any zero_stage loads with any other, in any layout.
+// Two formats (checkpoint.format, docs/checkpoints.md), holding the same tensors under the same
+// global names: parameters <name>, AdamW's exp_avg.<name> and exp_avg_sq.<name>, plus state.json
+// (step, the config, layout, the routers' balancing biases, the loss scale and skipped-step count,
+// the tokenizer) written once by rank 0. The data position needs no state: batches are a pure
+// function of (seed, step). So a run resumed from step s continues bit-exactly, and any parallel
+// layout loads a checkpoint of any other.
+//   full     rank 0 gathers whole tensors (model.safetensors, optimizer.safetensors) and writes
+//            them. Under ZeRO the optimizer shards are assembled into each rank's flat layout first
+//            (a transient buffer of the rank's parameter count), with zero_stage 3 the values are
+//            materialised for the gather.
+//   sharded  every rank streams the pieces it owns (train/checkpoint_shards.h) into its own file of
+//            a temporary directory rank 0 created; rank 0 collects the records into index.json and
+//            commits the directory once every rank's file is on disk (checkpoint/checkpoint.h).
+// Loading reads, for every parameter, this rank's block (values, and with zero_stage 0) or its ZeRO
+// slices (optimizer state, zero_stage >= 1) straight from the pieces that overlap it
+// (checkpoint/sharded_index.h), whichever format wrote it. The ranks verify the files' checksums
+// between them (each hashes every world-size-th file) and fail together on the first mismatch.
 #include <filesystem>
+#include <functional>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/sharded_index.h"
 #include "config/config_loader.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "train/checkpoint_shards.h"
 #include "train/trainer.h"
 
 namespace moe4d {
@@ -64,6 +75,82 @@ NamedTensors as_named(std::map<std::string, FullTensor>& tensors) {
   for (auto& [name, t] : tensors) out.emplace_back(name, Tensor::f32(t.data.f32(), t.shape));
   return out;
 }
+
+// Opens `path` and verifies it between the ranks of `world`: sizes everywhere, the sha256 of every
+// world-size-th file on each rank. The first failing rank's message fails every rank.
+Checkpoint open_verified(Communicator& world, const std::string& path) {
+  std::optional<Checkpoint> checkpoint;
+  std::string error;
+  size_t file = 0;
+  try {
+    checkpoint.emplace(Checkpoint::open(path, [&](const std::string&) {
+      return int(file++ % size_t(world.size())) == world.rank();
+    }));
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  int first = error.empty() ? world.size() : world.rank();
+  world.all_reduce(&first, 1, DType::kI32, ReduceOp::kMin);
+  if (first < world.size()) fail("{}", broadcast_text(world, error, first));
+  return std::move(*checkpoint);
+}
+
+std::vector<int64_t> block_start(const ParamInfo& info) {
+  std::vector<int64_t> start;
+  for (int d = 0; d < info.global_shape.ndim(); ++d) start.push_back(info.global_start(d));
+  return start;
+}
+
+// A tensor's global shape must be the parameter's.
+void check_shape(const std::string& name, const std::vector<int64_t>& shape, const ParamInfo& info,
+                 const std::string& origin) {
+  if (shape != info.global_shape.dims())
+    fail("{}: tensor '{}' has shape {}, but this model needs {} (was the checkpoint written for another model "
+         "config?)",
+         origin, name, Shape::of(shape).str(), info.global_shape.str());
+}
+
+// Reads elements [r.begin, r.end) of block r of tensor `name` (the parameter `info`'s values or
+// moments) into dst, checking that the tensor has the parameter's global shape.
+using BlockReader =
+    std::function<void(const std::string& name, const ParamInfo& info, const BlockRange& r, float* dst)>;
+
+// Through `read`: this rank's block of every parameter's values into the flat buffers (zero_stage 3
+// re-shards them); AdamW's moments as the block into the optimizer's flat buffers (zero_stage 0) or
+// as only this rank's ZeRO slices into its shards (>= 1; the padding zeroed). The same path for
+// checkpoints of either format and for full tensors handed over in memory (load_state).
+void load_blocks(ParamStore& params, const ZeroLayout& layout, AdamW& optimizer, ZeroParamGatherer* zero_values,
+                 const BlockReader& read) {
+  for (int id = 0; id < params.size(); ++id) {
+    const ParamInfo& info = params.info(id);
+    const BlockRange whole = whole_block(block_start(info), info.local_shape.dims());
+    read(info.name, info, whole, params.value(id));
+    if (zero_values) continue;
+    read("exp_avg." + info.name, info, whole, optimizer.exp_avg(info.group) + info.offset);
+    read("exp_avg_sq." + info.name, info, whole, optimizer.exp_avg_sq(info.group) + info.offset);
+  }
+  if (!zero_values) return;
+  for (ParamGroup g : {ParamGroup::kDense, ParamGroup::kExpert}) {
+    std::memset(optimizer.exp_avg(g), 0, optimizer.state_size(g) * sizeof(float));
+    std::memset(optimizer.exp_avg_sq(g), 0, optimizer.state_size(g) * sizeof(float));
+  }
+  for (const ShardPiece& s : layout.pieces()) {
+    const ParamInfo& info = params.info(s.param);
+    const int64_t begin = int64_t(s.flat_begin - info.offset);
+    const BlockRange range{block_start(info), info.local_shape.dims(), begin, begin + int64_t(s.count)};
+    read("exp_avg." + info.name, info, range, optimizer.exp_avg(info.group) + s.shard_offset);
+    read("exp_avg_sq." + info.name, info, range, optimizer.exp_avg_sq(info.group) + s.shard_offset);
+  }
+  zero_values->shard_from_flat();
+}
+
+// Reads from a verified checkpoint of either format.
+BlockReader checkpoint_reader(const CheckpointTensors& tensors, const std::string& origin) {
+  return [&tensors, origin](const std::string& name, const ParamInfo& info, const BlockRange& r, float* dst) {
+    check_shape(name, tensors.shape(name), info, origin);
+    tensors.read(name, r, dst);
+  };
+}
 }  // namespace
 
 Trainer::FullState Trainer::gather_state() {
@@ -93,7 +180,9 @@ Trainer::FullState Trainer::gather_state() {
 }
 
 void Trainer::save_checkpoint() {
-  FullState state = gather_state();
+  const bool sharded = config_.checkpoint.format == CheckpointFormat::kSharded;
+  FullState full;
+  if (!sharded) full = gather_state();
   // Router biases of every MoE layer, contributed by one rank of each pipeline stage.
   const int E = config_.model.moe.num_experts;
   std::vector<double> bias(moe_layers_.size() * size_t(E), 0.0);
@@ -104,49 +193,102 @@ void Trainer::save_checkpoint() {
     }
   if (!bias.empty()) pc_.world->all_reduce(bias.data(), bias.size(), DType::kF64, ReduceOp::kSum);
 
-  // Rank 0 writes; the outcome is shared so that every rank fails together if the write fails.
+  // state.json and the tokenizer, written once by rank 0 in either format.
+  const auto add_metadata = [&](CheckpointWriter& writer) {
+    // The tokenizer travels with the checkpoint (generate needs nothing else): a sentencepiece
+    // model is copied in, its checksum in the manifest and in state.json.
+    std::string tokenizer = config_.data.tokenizer;
+    if (tokenizer.empty() && train_data_) tokenizer = train_data_->source(0).tokens->tokenizer_spec();
+    nlohmann::json tokenizer_state = {{"spec", tokenizer}};
+    if (!tokenizer.empty() && tokenizer != "bytes") {
+      tokenizer = std::filesystem::absolute(tokenizer).lexically_normal().string();
+      tokenizer_state = {{"spec", tokenizer},
+                         {"file", kCheckpointTokenizerFile},
+                         {"sha256", writer.add_file_copy(kCheckpointTokenizerFile, tokenizer)}};
+    }
+    nlohmann::json biases = nlohmann::json::object();
+    for (size_t i = 0; i < moe_layers_.size(); ++i)
+      biases[std::to_string(moe_layers_[i])] = std::vector<double>(bias.begin() + i * E, bias.begin() + (i + 1) * E);
+    writer.add_json("state.json", {{"step", step_},
+                                   {"config", config_to_yaml(with_absolute_data_paths(config_))},
+                                   {"router_bias", biases},
+                                   {"numerics", numerics_state()},
+                                   {"tokenizer", tokenizer_state},
+                                   {"format", sharded ? "sharded" : "full"},
+                                   {"optimizer", optimizer_->name()},
+                                   {"layout",
+                                    {{"data_parallel", pc_.dp_size()},
+                                     {"expert_parallel", pc_.ep_size()},
+                                     {"tensor_parallel", pc_.tp_size()},
+                                     {"pipeline_parallel", pc_.pp_size()},
+                                     {"zero_stage", config_.parallel.zero_stage}}}});
+  };
+
+  // The other ranks wait for the write under checkpoint.timeout, not collective_timeout (a deadline
+  // tight enough to catch a straggling step would kill healthy jobs during a save).
+  const double step_timeout = pc_.world->timeout_seconds();
+  pc_.world->set_timeout_seconds(config_.checkpoint.timeout);
   std::string error;
-  if (pc_.rank == 0) {
+  if (sharded) {
+    // Rank 0 makes the temporary directory; every rank streams its pieces into its own file there;
+    // rank 0 collects the records, writes the index and the metadata, and commits.
+    std::unique_ptr<CheckpointWriter> writer;
+    std::string tmp;
+    if (pc_.rank == 0) {
+      try {
+        writer = std::make_unique<CheckpointWriter>(config_.checkpoint.dir, step_);
+        tmp = writer->tmp_dir();
+      } catch (const Error& e) {
+        error = e.what();
+      }
+    }
+    tmp = broadcast_text(*pc_.world, tmp, 0);
+    RankShardRecord mine;
+    if (!tmp.empty()) {
+      const int stage = config_.parallel.zero_stage;
+      PieceSources sources;
+      sources.values_sharded = stage == 3;
+      sources.state_sharded = stage >= 1;
+      for (ParamGroup g : {ParamGroup::kDense, ParamGroup::kExpert}) {
+        sources.values[int(g)] = stage == 3 ? zero_values_->shard_values(g) : params_.flat_values(g);
+        sources.exp_avg[int(g)] = optimizer_->exp_avg(g);
+        sources.exp_avg_sq[int(g)] = optimizer_->exp_avg_sq(g);
+      }
+      mine = write_rank_shard(tmp, pc_.rank,
+                              rank_checkpoint_pieces(params_, *zero_layout_, pc_.coord, sources));
+    }
+    const std::vector<RankShardRecord> records = gather_shard_records(*pc_.world, mine);
+    if (pc_.rank == 0 && writer) {
+      try {
+        ShardedIndex index;
+        for (const RankShardRecord& record : records) {
+          if (!record.error.empty()) fail("checkpoint write failed on {}", record.error);
+          if (record.file.empty()) continue;
+          writer->add_written_file(record.file, record.bytes, record.sha256);
+          add_to_index(index, record);
+        }
+        writer->add_json(kShardedIndexFile, sharded_index_to_json(index));
+        add_metadata(*writer);
+        const std::string path = writer->commit(config_.checkpoint.keep);
+        if (!options_.quiet) log_info("checkpoint written: {}", path);
+      } catch (const Error& e) {
+        error = e.what();
+      }
+    }
+  } else if (pc_.rank == 0) {
+    // Rank 0 writes; the outcome is shared so that every rank fails together if the write fails.
     try {
       CheckpointWriter writer(config_.checkpoint.dir, step_);
-      writer.add_safetensors("model.safetensors", as_named(state.values), {{"format", "moe4d"}});
-      writer.add_safetensors("optimizer.safetensors", as_named(state.optimizer), {{"optimizer", optimizer_->name()}});
-      // The tokenizer travels with the checkpoint (generate needs nothing else): a sentencepiece
-      // model is copied in, its checksum in the manifest and in state.json.
-      std::string tokenizer = config_.data.tokenizer;
-      if (tokenizer.empty() && train_data_) tokenizer = train_data_->source(0).tokens->tokenizer_spec();
-      nlohmann::json tokenizer_state = {{"spec", tokenizer}};
-      if (!tokenizer.empty() && tokenizer != "bytes") {
-        tokenizer = std::filesystem::absolute(tokenizer).lexically_normal().string();
-        tokenizer_state = {{"spec", tokenizer},
-                           {"file", kCheckpointTokenizerFile},
-                           {"sha256", writer.add_file_copy(kCheckpointTokenizerFile, tokenizer)}};
-      }
-      nlohmann::json biases = nlohmann::json::object();
-      for (size_t i = 0; i < moe_layers_.size(); ++i)
-        biases[std::to_string(moe_layers_[i])] = std::vector<double>(bias.begin() + i * E, bias.begin() + (i + 1) * E);
-      writer.add_json("state.json", {{"step", step_},
-                                     {"config", config_to_yaml(with_absolute_data_paths(config_))},
-                                     {"router_bias", biases},
-                                     {"numerics", numerics_state()},
-                                     {"tokenizer", tokenizer_state},
-                                     {"layout",
-                                      {{"data_parallel", pc_.dp_size()},
-                                       {"expert_parallel", pc_.ep_size()},
-                                       {"tensor_parallel", pc_.tp_size()},
-                                       {"pipeline_parallel", pc_.pp_size()},
-                                       {"zero_stage", config_.parallel.zero_stage}}}});
+      writer.add_safetensors("model.safetensors", as_named(full.values), {{"format", "moe4d"}});
+      writer.add_safetensors("optimizer.safetensors", as_named(full.optimizer), {{"optimizer", optimizer_->name()}});
+      add_metadata(writer);
       const std::string path = writer.commit(config_.checkpoint.keep);
       if (!options_.quiet) log_info("checkpoint written: {}", path);
     } catch (const Error& e) {
       error = e.what();
     }
   }
-  // The other ranks wait here for rank 0's write: under checkpoint.timeout, not collective_timeout
-  // (a deadline tight enough to catch a straggling step would kill healthy jobs during a save).
   int failed = error.empty() ? 0 : 1;
-  const double step_timeout = pc_.world->timeout_seconds();
-  pc_.world->set_timeout_seconds(config_.checkpoint.timeout);
   pc_.world->all_reduce(&failed, 1, DType::kI32, ReduceOp::kMax);
   pc_.world->set_timeout_seconds(step_timeout);
   if (failed) fail("{}", error.empty() ? "checkpoint write failed on rank 0" : error);
@@ -154,18 +296,10 @@ void Trainer::save_checkpoint() {
 }
 
 void Trainer::load_checkpoint(const std::string& path) {
-  const Checkpoint checkpoint = Checkpoint::open(path);
-  const SafetensorsFile& model = checkpoint.tensors("model.safetensors");
-  const SafetensorsFile& optimizer = checkpoint.tensors("optimizer.safetensors");
+  const Checkpoint checkpoint = open_verified(*pc_.world, path);
+  const CheckpointTensors tensors(checkpoint);
   const std::string origin = checkpoint.path();
-  auto tensor = [&](const SafetensorsFile& file, const std::string& name) -> const Tensor& {
-    if (!file.contains(name))
-      fail("checkpoint {}: {} has no tensor '{}' (was it written for another model config?)", origin,
-           file.path(), name);
-    return file.tensor(name);
-  };
-  load_state([&](const std::string& name) -> const Tensor& { return tensor(model, name); },
-             [&](const std::string& name) -> const Tensor& { return tensor(optimizer, name); }, origin);
+  load_blocks(params_, *zero_layout_, *optimizer_, zero_values_.get(), checkpoint_reader(tensors, origin));
   const nlohmann::json state = checkpoint.json("state.json");
   restore_router_biases(*model_, state, origin);
   // Loss scale and skipped-step count (absent from checkpoints older than mixed precision: fresh).
@@ -179,41 +313,26 @@ void Trainer::load_checkpoint(const std::string& path) {
 }
 
 void Trainer::load_state(const TensorLookup& values, const TensorLookup& optimizer, const std::string& origin) {
-  // Values into the flat buffers (zero_stage 3: re-sharded below); optimizer state into the
-  // optimizer's flat buffers, or into this rank's flat layout and then cut into its shards.
-  FlatState flat[2];
-  auto state_of = [&](int which, ParamGroup g) {
-    float* own = which == 0 ? optimizer_->exp_avg(g) : optimizer_->exp_avg_sq(g);
-    if (!zero_values_) return own;
-    Buffer& b = flat[which].group[int(g)];
-    if (b.bytes() == 0) b = Buffer(params_.flat_size(g) * sizeof(float));
-    return b.f32();
-  };
-  for (int id = 0; id < params_.size(); ++id) {
-    const ParamInfo& info = params_.info(id);
-    copy_shard_from_full(info, values(info.name), params_.value(id), origin);
-    copy_shard_from_full(info, optimizer("exp_avg." + info.name), state_of(0, info.group) + info.offset, origin);
-    copy_shard_from_full(info, optimizer("exp_avg_sq." + info.name), state_of(1, info.group) + info.offset, origin);
-  }
-  if (zero_values_) {
-    for (ParamGroup g : {ParamGroup::kDense, ParamGroup::kExpert}) {
-      zero_values_->cut(g, state_of(0, g), optimizer_->exp_avg(g));
-      zero_values_->cut(g, state_of(1, g), optimizer_->exp_avg_sq(g));
-    }
-    zero_values_->shard_from_flat();
-  }
+  load_blocks(params_, *zero_layout_, *optimizer_, zero_values_.get(),
+              [&](const std::string& name, const ParamInfo& info, const BlockRange& r, float* dst) {
+                const bool moment = name.rfind("exp_avg", 0) == 0;
+                const Tensor& full = moment ? optimizer(name) : values(name);
+                if (full.dtype != DType::kF32 || !full.is_contiguous())
+                  fail("{}: tensor '{}' is {}{}, expected contiguous F32", origin, name, dtype_name(full.dtype),
+                       full.is_contiguous() ? "" : " (strided)");
+                check_shape(name, full.shape.dims(), info, origin);
+                read_from_full(full.f32(), full.shape.dims(), r, dst);
+              });
 }
 
 void Trainer::load_weights(const std::string& path) {
-  const Checkpoint checkpoint = Checkpoint::open(path);
-  const SafetensorsFile& model = checkpoint.tensors("model.safetensors");
-  const std::string origin = checkpoint.path();
+  const Checkpoint checkpoint = open_verified(*pc_.world, path);
+  const CheckpointTensors tensors(checkpoint);
+  const std::string origin = "train.init_from " + checkpoint.path();
+  const BlockReader read = checkpoint_reader(tensors, origin);
   for (int id = 0; id < params_.size(); ++id) {
     const ParamInfo& info = params_.info(id);
-    if (!model.contains(info.name))
-      fail("train.init_from {}: {} has no tensor '{}' (was it written for another model config?)", origin,
-           model.path(), info.name);
-    copy_shard_from_full(info, model.tensor(info.name), params_.value(id), origin);
+    read(info.name, info, whole_block(block_start(info), info.local_shape.dims()), params_.value(id));
   }
   if (zero_values_) zero_values_->shard_from_flat();
   restore_router_biases(*model_, checkpoint.json("state.json"), origin);

@@ -103,6 +103,81 @@ TEST_F(RunDirTest, ResumeUsesLatestThenFallsBackToNewestVerifying) {
   EXPECT_NE(error.find("refusing to start from step 0 over them: pass --start-over"), std::string::npos) << error;
 }
 
+// Fault injection found that a damaged `latest` made --resume skip the intact directory it names
+// (step 10 instead of 20) and print raw NUL and newline bytes. Each case: steps 10 and 20 intact,
+// only `latest` damaged; step 20 must be chosen, and the notice must be one printable line.
+TEST_F(RunDirTest, DamagedLatestNeverCostsTheNewestCheckpoint) {
+  write_checkpoint(10);
+  write_checkpoint(20);
+  const std::string latest = root() + "/latest";
+  struct Case {
+    const char* what;
+    std::string bytes;  // written into latest; "<remove>" removes it
+    std::string reason;  // expected in the notice
+  };
+  const std::vector<Case> cases = {
+      {"appended bytes", std::string("step_00000020\nstep_0000001\0\0x", 29),
+       latest + " holds 'step_00000020\\nstep_0000001\\x00\\x00x', expected a step directory name like step_00000000"},
+      {"truncated", "step_000000", latest + " holds 'step_000000', expected a step directory name"},
+      {"NUL bytes", std::string(8, '\0'), latest + " holds '\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00'"},
+      {"empty", "", latest + " holds '', expected"},
+      {"missing", "<remove>", latest + " is missing"},
+      {"a missing step", "step_00000030\n", latest + " names step_00000030, which does not exist"},
+      {"an older step", "step_00000010\n", latest + " names step_00000010, older than step_00000020"},
+      {"long garbage", std::string(500, 'z'), "...(500 bytes)"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    fs::remove(latest);
+    if (c.bytes != "<remove>") std::ofstream(latest, std::ios::binary) << c.bytes;
+    const ResumePoint point = find_resume_point(root());
+    EXPECT_EQ(point.step, 20);
+    EXPECT_EQ(point.path, step_dir(20));
+    EXPECT_EQ(point.notice.rfind("--resume: not using " + latest + ": ", 0), 0u) << point.notice;
+    EXPECT_NE(point.notice.find(c.reason), std::string::npos) << point.notice;
+    EXPECT_NE(point.notice.find("; resuming from " + step_dir(20) + ", the newest checkpoint that verifies"),
+              std::string::npos)
+        << point.notice;
+    for (char ch : point.notice) EXPECT_TRUE(ch >= 0x20 && ch < 0x7f) << "unprintable byte in: " << point.notice;
+  }
+  // A step directory without a manifest (a write that never completed) named by `latest`.
+  fs::create_directories(step_dir(30));
+  std::ofstream(latest) << "step_00000030\n";
+  ResumePoint point = find_resume_point(root());
+  EXPECT_EQ(point.step, 20);
+  EXPECT_NE(point.notice.find("names step_00000030, which has no MANIFEST.json"), std::string::npos) << point.notice;
+
+  // `latest` intact but the newest directory corrupt: the one before, with the refusal named.
+  std::ofstream(latest) << "step_00000020\n";
+  flip_byte(step_dir(20) + "/state.json", 2);
+  point = find_resume_point(root());
+  EXPECT_EQ(point.step, 10);
+  EXPECT_NE(point.notice.find("(named by " + latest + ") is corrupt: state.json sha256 mismatch"), std::string::npos)
+      << point.notice;
+}
+
+// `latest` names an older step than a newer intact one (no notice is wrong here: work would be lost).
+TEST_F(RunDirTest, NewestVerifyingStepWinsOverACorruptNewerOne) {
+  write_checkpoint(10);
+  write_checkpoint(20);
+  write_checkpoint(30);
+  flip_byte(step_dir(30) + "/model.safetensors", 100);
+  std::ofstream(root() + "/latest") << "step_00000020\n";
+  const ResumePoint point = find_resume_point(root());
+  EXPECT_EQ(point.step, 20);
+  EXPECT_EQ(point.notice.rfind("--resume: resuming from " + step_dir(20) + " (named by " + root() +
+                                   "/latest), the newest checkpoint that verifies (refused: checkpoint " + step_dir(30) +
+                                   " is corrupt: model.safetensors sha256 mismatch",
+                               0),
+            0u)
+      << point.notice;
+}
+
+TEST_F(RunDirTest, EscapedTextIsPrintable) {
+  EXPECT_EQ(escaped_text(std::string("a\0b\n\\\xff", 6)), "a\\x00b\\n\\\\\\xff");
+  EXPECT_EQ(escaped_text("abcdef", 3), "abc...(6 bytes)");
+}
+
 TEST_F(RunDirTest, WritabilityProbeNamesTheReason) {
   const std::string file = tmp_.file("a-file");
   std::ofstream(file) << "x";

@@ -107,6 +107,7 @@ checkpoint:
   dir: runs/ckpt
   interval: 50
   keep: 3
+  format: sharded
 )";
 
 // Equality of everything a YAML key sets (Config::source is not a key). Config's defaulted
@@ -151,6 +152,7 @@ TEST(ConfigLoader, FullConfigParsesEveryField) {
   EXPECT_EQ(c.train.metrics_file, "runs/with: colon.jsonl");
   EXPECT_EQ(c.data.tokenizer, "null");  // a quoted "null" is a string
   EXPECT_EQ(c.checkpoint.keep, 3);
+  EXPECT_EQ(c.checkpoint.format, CheckpointFormat::kSharded);
   EXPECT_EQ(c.model.num_kv_heads, 4);
   EXPECT_EQ(c.model.qkv_width(), (8 + 2 * 4) * 32);
   EXPECT_EQ(c.model.rope_theta, 1e6);
@@ -278,6 +280,7 @@ TEST(ConfigLoader, DefaultsComeFromConfigStructs) {
   EXPECT_EQ(c.checkpoint.keep, 2);
   EXPECT_EQ(c.checkpoint.timeout, 600.0);
   EXPECT_EQ(c.checkpoint.dir, "");
+  EXPECT_EQ(c.checkpoint.format, CheckpointFormat::kFull);
 }
 
 TEST(ConfigLoader, MindFormersAliases) {
@@ -391,6 +394,9 @@ TEST(ConfigErrors, ZeroAndNegativeSizes) {
             "demo.yaml:13: checkpoint.keep: expected a positive integer, got '0'");
   EXPECT_EQ(error_of(std::string(kMinimal) + "checkpoint: {timeout: 0}\n"),
             "demo.yaml:13: checkpoint.timeout: expected a positive number of seconds, got '0'");
+  EXPECT_EQ(error_of(std::string(kMinimal) + "checkpoint: {format: torch_dist}\n").rfind(
+                "demo.yaml:13: checkpoint.format: expected one of full, sharded", 0),
+            0u);
   EXPECT_EQ(error_of(std::string(kMinimal) + "parallel_config: {zero_stage: 4}\n"),
             "demo.yaml:13: parallel_config.zero_stage: expected one of 0, 1, 2, 3, got '4'");
 }
