@@ -126,6 +126,7 @@ std::vector<ChunkSpec> Trainer::my_chunks() const {
 StepResult Trainer::train_step() {
   MOE4D_CHECK_MSG(train_data_ != nullptr, "train_step on a Trainer built with evaluation_only");
   const auto t0 = Clock::now();
+  const double descheduled_before = options_.descheduled_seconds ? options_.descheduled_seconds() : 0.0;
   const ParallelConfig& par = config_.parallel;
   const int m = par.micro_batch_num, replicas = par.data_replicas();
   const int64_t step = step_ + 1;
@@ -248,12 +249,22 @@ StepResult Trainer::train_step() {
   r.record["skipped_steps"] = guard_.skipped_steps();
   r.record["time"] = {{"step_s", r.seconds}, {"compute_s", r.seconds - exposed}, {"comm_exposed_s", exposed},
                       {"comm", comm}};
-  // Every rank's compute time (8 bytes per rank per step), so that a slow machine shows by name.
-  const double my_compute = r.seconds - exposed;
-  std::vector<double> rank_compute(pc_.world->size());
-  pc_.world->all_gather(&my_compute, rank_compute.data(), 1, DType::kF64);
+  // Every rank's compute time and time waiting for a CPU (16 bytes per rank per step), so that a
+  // slow machine shows by name and an oversubscribed one as descheduling rather than communication.
+  const double descheduled = options_.descheduled_seconds ? options_.descheduled_seconds() - descheduled_before
+                                                          : std::nan("");
+  const double mine[2] = {r.seconds - exposed, descheduled};
+  std::vector<double> both(2 * size_t(pc_.world->size()));
+  pc_.world->all_gather(mine, both.data(), 2, DType::kF64);
+  nlohmann::json rank_compute = nlohmann::json::array(), rank_descheduled = nlohmann::json::array();
+  for (int k = 0; k < pc_.world->size(); ++k) {
+    rank_compute.push_back(both[2 * k]);
+    rank_descheduled.push_back(std::isfinite(both[2 * k + 1]) ? nlohmann::json(both[2 * k + 1]) : nlohmann::json());
+  }
   r.record["time"]["rank_compute_s"] = rank_compute;
+  r.record["time"]["rank_descheduled_s"] = rank_descheduled;
   if (!rank_hosts_written_) {
+    if (options_.run_facts.is_object()) r.record.update(options_.run_facts);
     r.record["rank_hosts"] = rank_hosts_;
     rank_hosts_written_ = true;
   }
@@ -423,7 +434,8 @@ void Trainer::print_progress(const StepResult& r, int64_t stop, double elapsed, 
     fmt::print("{}\n", line.dump());
   } else {
     std::string line = fmt::format("{} step {:>5}/{} | loss {:.4f}", stamp, step_, total, w.loss / n);
-    if (config_.model.is_moe()) line += fmt::format(" | aux {:.4f}", w.aux / n);
+    // The sum over the MoE layers (Megatron logs the mean); the start of the run says so.
+    if (config_.model.is_moe()) line += fmt::format(" | aux_sum {:.4f}", w.aux / n);
     if (r.record.contains("val_loss")) line += fmt::format(" | val {:.4f}", r.record["val_loss"].get<double>());
     if (loss_scaler_.dynamic()) line += fmt::format(" | scale {:g}", r.loss_scale);
     if (r.skipped) line += fmt::format(" | skipped ({} so far)", guard_.skipped_steps());

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,6 +60,12 @@ struct TrainerOptions {
   // after the same step), then writes a checkpoint and returns. Borrowed; null: never stop early.
   const std::atomic<int>* stop_signal = nullptr;
   bool json_progress = false;  // progress lines as JSON objects (`train --log-format json`)
+  // Facts about the run's machines (the CLI's `oversubscription`), added to the first metrics
+  // record of the run; null: none.
+  nlohmann::json run_facts;
+  // Seconds this thread has so far spent runnable but waiting for a CPU (the OS's run-queue wait),
+  // read before and after each step: time.rank_descheduled_s. Empty, or NaN: not measured.
+  std::function<double()> descheduled_seconds;
 };
 
 struct StepResult {
@@ -93,6 +100,9 @@ class Trainer {
   int64_t step() const { return step_; }
   // The signal that made run() stop before its last step (0: it did not stop on a signal).
   int stopped_by_signal() const { return stopped_by_signal_; }
+  // Consecutive non-finite steps at the end of run() (the same on every rank; 0: the run ended on a
+  // good step). Such a run wrote no checkpoint since the streak began.
+  int nonfinite_streak() const { return guard_.streak(); }
   // The step directory of the newest checkpoint this Trainer wrote (empty if none).
   const std::string& last_checkpoint() const { return last_checkpoint_; }
   // The JSONL metrics file (rank 0; empty elsewhere).
@@ -108,6 +118,19 @@ class Trainer {
   Transformer& model() { return *model_; }
   // Full parameter tensors gathered on rank 0 (empty elsewhere): for tests and checkpoints.
   std::map<std::string, FullTensor> gather_parameters();
+  // The training state as full tensors, named as in a checkpoint: `values` under the parameters'
+  // global names (model.safetensors), AdamW's moments under exp_avg.<name> and exp_avg_sq.<name>
+  // (optimizer.safetensors). On world rank 0 (empty maps elsewhere). Collective; between steps.
+  struct FullState {
+    std::map<std::string, FullTensor> values, optimizer;
+  };
+  FullState gather_state();
+  // This rank's shards of the values and AdamW's moments cut out of full tensors named as in
+  // FullState (`values(name)` and `optimizer("exp_avg." + name)` return them or throw; `origin`
+  // names their source in errors). Router biases, step and loss scale are not touched. Local;
+  // between steps (a checkpoint load, or a test that restarts a layout from another run's state).
+  using TensorLookup = std::function<const Tensor&(const std::string& name)>;
+  void load_state(const TensorLookup& values, const TensorLookup& optimizer, const std::string& origin);
 
  private:
   void gather_rank_hosts();  // collective

@@ -1,4 +1,5 @@
-// train/trainer_checkpoint.cc — Trainer::save_checkpoint / load_checkpoint.
+// train/trainer_checkpoint.cc — Trainer::save_checkpoint / load_checkpoint, and the full-tensor state
+// they move (gather_state / load_state).
 //
 // A checkpoint holds full (unsharded) tensors under their global names: model.safetensors
 // (parameters), optimizer.safetensors (AdamW's exp_avg.<name> and exp_avg_sq.<name>) and state.json
@@ -58,18 +59,19 @@ Config with_absolute_data_paths(Config config) {
   return config;
 }
 
-NamedTensors as_named(std::map<std::string, FullTensor>& tensors, const std::string& prefix) {
+NamedTensors as_named(std::map<std::string, FullTensor>& tensors) {
   NamedTensors out;
-  for (auto& [name, t] : tensors) out.emplace_back(prefix + name, Tensor::f32(t.data.f32(), t.shape));
+  for (auto& [name, t] : tensors) out.emplace_back(name, Tensor::f32(t.data.f32(), t.shape));
   return out;
 }
 }  // namespace
 
-void Trainer::save_checkpoint() {
-  auto values = gather_parameters();
+Trainer::FullState Trainer::gather_state() {
+  FullState out;
+  out.values = gather_parameters();
   // One optimizer state (m or v) as full tensors: from the optimizer's flat buffers (zero_stage 0) or
   // from its shards assembled into this rank's flat layout (>= 1).
-  auto full_state = [this](bool second) {
+  for (const bool second : {false, true}) {
     FlatState flat;
     const float* base[kNumParamGroups];
     for (int g = 0; g < kNumParamGroups; ++g) {
@@ -81,13 +83,17 @@ void Trainer::save_checkpoint() {
       zero_values_->assemble(group, state, flat.group[g].f32());
       base[g] = flat.group[g].f32();
     }
-    return gather_full_tensors(pc_, params_, [&](int id) {
+    auto full = gather_full_tensors(pc_, params_, [&](int id) {
       const ParamInfo& info = params_.info(id);
       return base[int(info.group)] + info.offset;
     });
-  };
-  auto exp_avg = full_state(false);
-  auto exp_avg_sq = full_state(true);
+    for (auto& [name, t] : full) out.optimizer.emplace((second ? "exp_avg_sq." : "exp_avg.") + name, std::move(t));
+  }
+  return out;
+}
+
+void Trainer::save_checkpoint() {
+  FullState state = gather_state();
   // Router biases of every MoE layer, contributed by one rank of each pipeline stage.
   const int E = config_.model.moe.num_experts;
   std::vector<double> bias(moe_layers_.size() * size_t(E), 0.0);
@@ -103,10 +109,8 @@ void Trainer::save_checkpoint() {
   if (pc_.rank == 0) {
     try {
       CheckpointWriter writer(config_.checkpoint.dir, step_);
-      writer.add_safetensors("model.safetensors", as_named(values, ""), {{"format", "moe4d"}});
-      NamedTensors optimizer_state = as_named(exp_avg, "exp_avg.");
-      for (auto& entry : as_named(exp_avg_sq, "exp_avg_sq.")) optimizer_state.push_back(entry);
-      writer.add_safetensors("optimizer.safetensors", optimizer_state, {{"optimizer", optimizer_->name()}});
+      writer.add_safetensors("model.safetensors", as_named(state.values), {{"format", "moe4d"}});
+      writer.add_safetensors("optimizer.safetensors", as_named(state.optimizer), {{"optimizer", optimizer_->name()}});
       // The tokenizer travels with the checkpoint (generate needs nothing else): a sentencepiece
       // model is copied in, its checksum in the manifest and in state.json.
       std::string tokenizer = config_.data.tokenizer;
@@ -160,6 +164,21 @@ void Trainer::load_checkpoint(const std::string& path) {
            file.path(), name);
     return file.tensor(name);
   };
+  load_state([&](const std::string& name) -> const Tensor& { return tensor(model, name); },
+             [&](const std::string& name) -> const Tensor& { return tensor(optimizer, name); }, origin);
+  const nlohmann::json state = checkpoint.json("state.json");
+  restore_router_biases(*model_, state, origin);
+  // Loss scale and skipped-step count (absent from checkpoints older than mixed precision: fresh).
+  if (state.contains("numerics")) restore_numerics_state(state["numerics"], origin);
+  step_ = checkpoint.step();
+  if (step_ >= config_.train.steps && pc_.rank == 0)
+    log_warn("checkpoint {} is at step {}, train.steps is {}: nothing left to train", origin, step_,
+             config_.train.steps);
+  else if (pc_.rank == 0 && !options_.quiet)
+    log_info("resumed from {} (step {})", origin, step_);
+}
+
+void Trainer::load_state(const TensorLookup& values, const TensorLookup& optimizer, const std::string& origin) {
   // Values into the flat buffers (zero_stage 3: re-sharded below); optimizer state into the
   // optimizer's flat buffers, or into this rank's flat layout and then cut into its shards.
   FlatState flat[2];
@@ -172,11 +191,9 @@ void Trainer::load_checkpoint(const std::string& path) {
   };
   for (int id = 0; id < params_.size(); ++id) {
     const ParamInfo& info = params_.info(id);
-    copy_shard_from_full(info, tensor(model, info.name), params_.value(id), origin);
-    copy_shard_from_full(info, tensor(optimizer, "exp_avg." + info.name), state_of(0, info.group) + info.offset,
-                         origin);
-    copy_shard_from_full(info, tensor(optimizer, "exp_avg_sq." + info.name), state_of(1, info.group) + info.offset,
-                         origin);
+    copy_shard_from_full(info, values(info.name), params_.value(id), origin);
+    copy_shard_from_full(info, optimizer("exp_avg." + info.name), state_of(0, info.group) + info.offset, origin);
+    copy_shard_from_full(info, optimizer("exp_avg_sq." + info.name), state_of(1, info.group) + info.offset, origin);
   }
   if (zero_values_) {
     for (ParamGroup g : {ParamGroup::kDense, ParamGroup::kExpert}) {
@@ -185,16 +202,6 @@ void Trainer::load_checkpoint(const std::string& path) {
     }
     zero_values_->shard_from_flat();
   }
-  const nlohmann::json state = checkpoint.json("state.json");
-  restore_router_biases(*model_, state, origin);
-  // Loss scale and skipped-step count (absent from checkpoints older than mixed precision: fresh).
-  if (state.contains("numerics")) restore_numerics_state(state["numerics"], origin);
-  step_ = checkpoint.step();
-  if (step_ >= config_.train.steps && pc_.rank == 0)
-    log_warn("checkpoint {} is at step {}, train.steps is {}: nothing left to train", origin, step_,
-             config_.train.steps);
-  else if (pc_.rank == 0 && !options_.quiet)
-    log_info("resumed from {} (step {})", origin, step_);
 }
 
 void Trainer::load_weights(const std::string& path) {

@@ -1,7 +1,8 @@
 // Training with the expert all-to-all cut into slices (moe.a2a_chunks 2 and 4) reproduces the
 // single-rank run, like every other layout (docs/model.md §3; the pattern of
-// tests/parallel_train/equivalence_test.cc): per-step loss within 1e-5 relative for 20 steps, the
-// aux loss too, final parameters within 1e-4. EP2 runs under 2 ranks, EP2 x TP2 under 4.
+// tests/parallel_train/equivalence_test.cc): each of 20 steps from the same weights, loss, aux loss
+// and gradient norm within 1e-5 relative, parameters within 1e-4. EP2 runs under 2 ranks, EP2 x TP2
+// under 4.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,9 +1,11 @@
 // Expert replication (moe.redundant_experts, docs/expert_replication.md) is an execution detail:
 // with replicas and a rebalance every 3 steps, EP2, EP4, EP2 x TP2, EP2 x DP2 (ZeRO-3), EP2 x PP2,
-// and EP2 with capacity, sliced all-to-all and full recompute reproduce the single-rank run (loss
-// and aux loss 1e-5 relative per step over 20 steps, parameters 1e-4), EP2 also its own R = 0 run,
-// across rebalances that really move replicas (asserted). A checkpoint written with R = 2 resumes
-// with R = 0 and the other way round, continuing like the single-rank run.
+// and EP2 with capacity, sliced all-to-all and full recompute reproduce the single-rank run (each of
+// 20 steps from the same weights, tests/common/equivalence_harness.h: loss, aux loss and gradient norm
+// 1e-5 relative, parameters 1e-4), EP2 also its own R = 0 run, across rebalances that really move
+// replicas (asserted). A checkpoint written with R = 2 resumes with R = 0 and the other way round,
+// continuing like the single-rank run (free-running, 20 steps: loss and aux loss 1e-5 relative per
+// step, final parameters 1e-4).
 //
 // The router's selection bias of expert 0 is pinned (router_bias_update_rate 0), so expert 0 gets
 // 3.6-4x the mean load and rebalances have something to do; the busiest EP rank's routed rows must
@@ -54,6 +56,7 @@ struct Observed {
   double cross_node = 0, cross_node_without = 0;  // rows sent to another node, summed over steps and layers
   std::vector<double> replica_bytes;              // per step, summed over the layers
   double peak_replica_bytes = 0;                  // the memory record's replica buffers (largest rank)
+  bool rebalanced = false;                        // a rebalance has happened
 };
 
 Config base_config(const std::string& shard) {
@@ -68,35 +71,41 @@ void pin_hot_expert(Trainer& trainer) {
   for (MoeBlock* block : trainer.model().moe_blocks()) block->router_bias()[0] = kHotBias;
 }
 
-// Trains `steps` steps (from `resume` if given; `save` writes a checkpoint at the end) and collects
-// what the replication metrics say.
+// Collects what the replication metrics of one step say.
+void observe(const Config& config, const StepResult& s, Observed& o) {
+  o.peak_replica_bytes = s.record["memory"]["peak_replica_bytes"].get<double>();
+  for (const auto& layer : s.record["moe"]["layers"]) o.expert_imbalance += layer["imbalance"].get<double>();
+  if (!s.record["moe"].contains("replication")) return;
+  o.replica_bytes.push_back(0);
+  for (const auto& layer : s.record["moe"]["replication"]["layers"]) {
+    o.cross_node += layer["cross_node_rows"].get<double>();
+    o.cross_node_without += layer["cross_node_rows_without"].get<double>();
+    o.replica_bytes.back() += layer["replica_bytes"].get<double>();
+    if (o.rebalanced) {
+      const auto with = layer["rank_tokens"].get<std::vector<double>>();
+      const auto without = layer["rank_tokens_without"].get<std::vector<double>>();
+      o.busiest_with += *std::max_element(with.begin(), with.end());
+      o.busiest_without += *std::max_element(without.begin(), without.end());
+    }
+    o.moved_slots += layer["moved_slots"].get<int>();
+  }
+  if (s.step % config.model.moe.rebalance_interval == 0) o.rebalanced = true, ++o.rebalances_seen;
+}
+
+const TrainerOptions kQuiet{.quiet = true, .metrics_path = "/dev/null"};
+
+// Trains `steps` steps free-running (from `resume` if given; `save` writes a checkpoint at the end)
+// and collects what the replication metrics say.
 Observed train(const Config& config, ParallelContext& pc, int steps, const std::string& resume = {},
                bool save = false) {
   Trainer trainer(config, pc, {.resume_from = resume, .quiet = true, .metrics_path = "/dev/null"});
   pin_hot_expert(trainer);
   Observed o;
-  bool rebalanced = false;
   for (int i = 0; i < steps; ++i) {
     const StepResult s = trainer.train_step();
     o.result.losses.push_back(s.loss);
     o.result.aux.push_back(s.aux_loss);
-    o.peak_replica_bytes = s.record["memory"]["peak_replica_bytes"].get<double>();
-    for (const auto& layer : s.record["moe"]["layers"]) o.expert_imbalance += layer["imbalance"].get<double>();
-    if (!s.record["moe"].contains("replication")) continue;
-    o.replica_bytes.push_back(0);
-    for (const auto& layer : s.record["moe"]["replication"]["layers"]) {
-      o.cross_node += layer["cross_node_rows"].get<double>();
-      o.cross_node_without += layer["cross_node_rows_without"].get<double>();
-      o.replica_bytes.back() += layer["replica_bytes"].get<double>();
-      if (rebalanced) {
-        const auto with = layer["rank_tokens"].get<std::vector<double>>();
-        const auto without = layer["rank_tokens_without"].get<std::vector<double>>();
-        o.busiest_with += *std::max_element(with.begin(), with.end());
-        o.busiest_without += *std::max_element(without.begin(), without.end());
-      }
-      o.moved_slots += layer["moved_slots"].get<int>();
-    }
-    if (s.step % config.model.moe.rebalance_interval == 0) rebalanced = true, ++o.rebalances_seen;
+    observe(config, s, o);
   }
   if (save) trainer.save_checkpoint();
   o.result.params = trainer.gather_parameters();
@@ -119,13 +128,18 @@ Config with_layout(Config c, const ReplicationLayout& l) {
   return c;
 }
 
-Observed single_rank(const Config& layout_config) {
+Config single_rank_config(const Config& layout_config) {
   Config single = layout_config;
   single.parallel = ParallelConfig{};
   single.parallel.micro_batch_num = layout_config.parallel.micro_batch_num * layout_config.parallel.data_replicas();
   single.parallel.recompute = layout_config.parallel.recompute;
   single.model.moe.redundant_experts = 0;
   single.model.moe.rebalance_interval = 0;
+  return single;
+}
+
+Observed single_rank(const Config& layout_config) {
+  const Config single = single_rank_config(layout_config);
   auto local = make_single_rank_context();
   return train(single, *local, kSteps);
 }
@@ -138,12 +152,23 @@ TEST_P(ReplicationEquivalence, ReproducesSingleRankAndUnreplicatedRuns) {
   const Config config = with_layout(base_config(test::write_synthetic_shard(dir.file("train.bin"), 64, 20000)), layout);
   auto world = MpiCommunicator::world(CommOptions{.timeout_seconds = 300});
   ASSERT_EQ(world->size(), config.parallel.world_size());
+  // In lock-step with the single-rank run (tests/common/equivalence_harness.h): each step from its state.
   test::EquivalenceRun r;
   r.rank = world->rank();
-  if (r.rank == 0) r.reference = std::move(single_rank(config).result);
+  const Config single = single_rank_config(config);
+  std::unique_ptr<ParallelContext> local;
+  std::unique_ptr<Trainer> reference;
+  if (r.rank == 0) {
+    local = make_single_rank_context();
+    reference = std::make_unique<Trainer>(single, *local, kQuiet);
+    pin_hot_expert(*reference);
+  }
   auto pc = make_parallel_context(std::move(world), config.parallel, 0);
-  Observed replicated = train(config, *pc, kSteps);
-  r.run = std::move(replicated.result);
+  Trainer trainer(config, *pc, kQuiet);
+  pin_hot_expert(trainer);
+  Observed replicated;
+  test::train_lock_step(config, reference.get(), r.rank == 0, trainer, *pc, kSteps, r,
+                        [&](const StepResult& s) { observe(config, s, replicated); });
   test::expect_equivalent(r);
   if (r.rank != 0) return;
   EXPECT_EQ(replicated.rebalances_seen, kSteps / 3);
@@ -188,8 +213,12 @@ TEST(ReplicationEquivalenceSize2, MatchesTheUnreplicatedEp2Run) {
   auto pc = make_parallel_context(MpiCommunicator::world(CommOptions{.timeout_seconds = 300}), plain.parallel, 0);
   test::EquivalenceRun r;
   r.rank = pc->rank;
-  r.reference = std::move(train(plain, *pc, kSteps).result);
-  r.run = std::move(train(replicated, *pc, kSteps).result);
+  Trainer reference(plain, *pc, kQuiet);
+  Trainer trainer(replicated, *pc, kQuiet);
+  pin_hot_expert(reference);
+  pin_hot_expert(trainer);
+  const bool holds_biases = pc->coord.tp == 0 && pc->coord.dp == 0 && pc->coord.ep == 0;
+  test::train_lock_step(replicated, &reference, holds_biases, trainer, *pc, kSteps, r);
   test::expect_equivalent(r);
 }
 

@@ -1,8 +1,9 @@
 // The model options of Mixtral / DeepSeek-style models (grouped-query attention, rope_theta,
 // norm_eps, narrow routed experts, shared experts, leading dense layers, sigmoid routing with and
 // without renormalised weights) reproduce the single-rank run in every parallel dimension: DP2, TP2,
-// EP2, PP2 and 8-rank 3-D layouts (docs/model.md §3: loss within 1e-5 relative for 20 steps, final
-// parameters within 1e-4). Launched through mpirun; suite SizeN holds the layouts of N ranks.
+// EP2, PP2 and 8-rank 3-D layouts (docs/model.md §3: each of 20 steps from the same weights, loss,
+// aux loss and gradient norm within 1e-5 relative, parameters within 1e-4). Launched through mpirun;
+// suite SizeN holds the layouts of N ranks.
 #include <gtest/gtest.h>
 
 #include "../common/equivalence_harness.h"

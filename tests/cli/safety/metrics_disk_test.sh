@@ -31,10 +31,17 @@ grep -q '"step": 99999' run/metrics.jsonl && die "the partial line was kept"
 [ -f run/loss.svg ] || { cat resume.log; die "the end-of-run report was not drawn"; }
 
 # 3. A checkpoint.dir this user cannot write: "not writable", not "No such file or directory".
+#    As root (who may write anywhere) the runs are made as uid 65534 (nobody), with a copy of the
+#    binary in the scratch folder: the build may live where nobody cannot reach (a checkout under
+#    /root, mode 700). The binary needs only system libraries (its RUNPATH names /usr/lib ones).
 mkdir ro && chmod 555 ro
 write_config ro.yaml corpus bytes ro/run 2 0
 as_user=()
-[ "$(id -u)" -eq 0 ] && as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+if [ "$(id -u)" -eq 0 ]; then
+  as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+  cp "$MOE4D" "$WORK/moe4d"
+  MOE4D=$WORK/moe4d
+fi
 chmod 755 "$WORK" && chmod -R a+rX "$WORK"
 if "${as_user[@]}" "$MOE4D" train ro.yaml --quiet > ro.log 2>&1; then cat ro.log; die "a read-only checkpoint.dir was accepted"; fi
 grep -q "^moe4d: error: cannot create checkpoint.dir ro/run: Permission denied" ro.log ||
