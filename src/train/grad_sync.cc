@@ -3,21 +3,20 @@
 #include "train/grad_sync.h"
 
 #include <algorithm>
-#include <cstring>
 
+#include "backend/cpu_backend.h"
 #include "comm/mpi_reduce_ops.h"
 #include "core/check.h"
-#include "kernels/optimizer_kernels.h"
 #include "train/tensor_gather.h"
 #include "train/zero_memory.h"
 
 namespace moe4d {
 namespace {
 
-void to_wire(const float* src, size_t count, size_t padded, DType wire, void* dst) {
+void to_wire(Backend& backend, const float* src, size_t count, size_t padded, DType wire, void* dst) {
   if (wire == DType::kF32) {
-    std::memcpy(dst, src, count * sizeof(float));
-    std::memset(static_cast<float*>(dst) + count, 0, (padded - count) * sizeof(float));
+    backend.copy(dst, src, count * sizeof(float));
+    backend.zero(static_cast<float*>(dst) + count, (padded - count) * sizeof(float));
     return;
   }
   auto* out = static_cast<uint16_t*>(dst);
@@ -25,16 +24,16 @@ void to_wire(const float* src, size_t count, size_t padded, DType wire, void* ds
     for (size_t i = 0; i < count; ++i) out[i] = float_to_bf16(src[i]);
   else
     for (size_t i = 0; i < count; ++i) out[i] = float_to_f16(src[i]);
-  std::memset(out + count, 0, (padded - count) * sizeof(uint16_t));
+  backend.zero(out + count, (padded - count) * sizeof(uint16_t));
 }
 
 // dst[i] = (accumulate ? dst[i] : 0) + wire value i.
-void from_wire(const void* src, size_t count, DType wire, float* dst, bool accumulate) {
+void from_wire(Backend& backend, const void* src, size_t count, DType wire, float* dst, bool accumulate) {
   if (wire == DType::kF32) {
     if (accumulate)
-      axpy(dst, static_cast<const float*>(src), 1.0f, int64_t(count));
+      backend.axpy(dst, static_cast<const float*>(src), 1.0f, int64_t(count));
     else
-      std::memcpy(dst, src, count * sizeof(float));
+      backend.copy(dst, src, count * sizeof(float));
     return;
   }
   const auto* in = static_cast<const uint16_t*>(src);
@@ -47,7 +46,11 @@ void from_wire(const void* src, size_t count, DType wire, float* dst, bool accum
 }  // namespace
 
 GradSync::GradSync(ParamStore& params, ParallelContext& pc, const ZeroLayout& layout, GradSyncOptions options)
-    : params_(params), pc_(pc), layout_(layout), options_(options) {
+    : params_(params),
+      pc_(pc),
+      layout_(layout),
+      options_(options),
+      backend_(options.backend ? *options.backend : thread_cpu_backend()) {
   MOE4D_CHECK(options.zero_stage >= 0 && options.zero_stage <= 3);
   // The first stage always holds embed.weight, the last one only when the embedding is tied (its
   // copy): only then are there two gradients to sum. Only the last stage can tell, so it says.
@@ -114,7 +117,7 @@ void GradSync::zero_grads() {
   }
   for (int g = 0; g < kNumParamGroups; ++g) {
     release_zeroed(params_.flat_grads(ParamGroup(g)), params_.flat_size(ParamGroup(g)));
-    if (shards_[g].bytes() > 0) std::memset(shards_[g].data(), 0, shards_[g].bytes());
+    if (shards_[g].bytes() > 0) backend_.zero(shards_[g].data(), shards_[g].bytes());
   }
 }
 
@@ -232,7 +235,7 @@ void GradSync::launch(int index) {
       };
       while (staged() >= kMaxInFlight) complete_oldest();
       const int s = acquire_staging(z.numel() * dtype_size(wire));
-      to_wire(flat, z.numel(), z.numel(), wire, staging_[s].data());
+      to_wire(backend_, flat, z.numel(), z.numel(), wire, staging_[s].data());
       size_t staged_bytes = 0;
       for (const Buffer& buffer : staging_) staged_bytes += buffer.bytes();
       peak_transient_ = std::max(peak_transient_, staged_bytes);
@@ -243,7 +246,7 @@ void GradSync::launch(int index) {
   }
   float* shard = shards_[g].f32() + z.shard_offset;
   if (ranks == 1) {  // the slice is the whole bucket: accumulate locally
-    axpy(shard, flat, 1.0f, int64_t(z.numel()));
+    backend_.axpy(shard, flat, 1.0f, int64_t(z.numel()));
     note_transient();
     release_zeroed(flat, z.numel());
     return;
@@ -251,7 +254,7 @@ void GradSync::launch(int index) {
   while (in_flight_.size() >= size_t(kMaxInFlight)) complete_oldest();
   const size_t padded = size_t(ranks) * z.slice;
   const int s = acquire_staging(padded * dtype_size(wire));
-  to_wire(flat, z.numel(), padded, wire, staging_[s].data());
+  to_wire(backend_, flat, z.numel(), padded, wire, staging_[s].data());
   note_transient();
   release_zeroed(flat, z.numel());
   // In place: the input is the whole staging buffer, this rank's reduced slice lands at its start.
@@ -267,9 +270,9 @@ void GradSync::complete_oldest() {
   const ZeroBucket& z = *buckets_[f.bucket].layout;
   const DType wire = wire_type();
   if (sharded()) {
-    from_wire(staging_[f.staging].data(), z.slice, wire, shards_[int(z.group)].f32() + z.shard_offset, true);
+    from_wire(backend_, staging_[f.staging].data(), z.slice, wire, shards_[int(z.group)].f32() + z.shard_offset, true);
   } else if (f.staging >= 0) {
-    from_wire(staging_[f.staging].data(), z.numel(), wire, params_.flat_grads(z.group) + z.begin, false);
+    from_wire(backend_, staging_[f.staging].data(), z.numel(), wire, params_.flat_grads(z.group) + z.begin, false);
   }
   if (f.staging >= 0) free_staging_.push_back(f.staging);
 }
@@ -297,6 +300,7 @@ void GradSync::finish() {
 }
 
 double GradSync::grad_sum_squares(bool local_estimates) {
+  backend_.synchronize();  // the host reads the gradients' norm
   auto countable = [&](const ParamInfo& info) {
     return !info.is_tied_copy && !(info.tp_replicated && pc_.coord.tp != 0);
   };
@@ -305,13 +309,14 @@ double GradSync::grad_sum_squares(bool local_estimates) {
     MOE4D_CHECK(!sharded());
     for (int id = 0; id < params_.size(); ++id) {
       const ParamInfo& info = params_.info(id);
-      if (countable(info)) sum += layout_.ranks(info.group) * sum_squares(params_.grad(id), info.numel());
+      if (countable(info)) sum += layout_.ranks(info.group) * backend_.sum_squares(params_.grad(id), info.numel());
     }
     return sum;
   }
   if (options_.zero_stage == 0) {
     for (int id = 0; id < params_.size(); ++id)
-      if (is_canonical_copy(params_.info(id), pc_.coord)) sum += sum_squares(params_.grad(id), params_.info(id).numel());
+      if (is_canonical_copy(params_.info(id), pc_.coord))
+        sum += backend_.sum_squares(params_.grad(id), params_.info(id).numel());
     return sum;
   }
   // Slices partition each group's buffer over its data-parallel ranks: every element once.
@@ -319,7 +324,7 @@ double GradSync::grad_sum_squares(bool local_estimates) {
     if (!countable(params_.info(p.param))) continue;
     const float* data = sharded() ? shards_[int(p.group)].f32() + p.shard_offset
                                   : params_.flat_grads(p.group) + p.flat_begin;
-    sum += sum_squares(data, int64_t(p.count));
+    sum += backend_.sum_squares(data, int64_t(p.count));
   }
   return sum;
 }

@@ -56,7 +56,10 @@
 
 namespace moe4d {
 
+class Backend;
+
 struct GradSyncOptions {
+  Backend* backend = nullptr;  // the kernels' backend (borrowed); null: this thread's CPU backend
   int zero_stage = 0;
   GradCompression compression = GradCompression::kNone;
   bool overlap = true;  // launch bucket reductions during backward
@@ -142,6 +145,7 @@ class GradSync {
   ParallelContext& pc_;
   const ZeroLayout& layout_;
   GradSyncOptions options_;
+  Backend& backend_;
   bool reduce_ = true;
   bool tied_embedding_ = false;  // this rank is on `embed` and the embedding is tied (copies on both ends)
   std::vector<Bucket> buckets_;

@@ -2,14 +2,14 @@
 // first non-finite tensor (see the header).
 #include "train/nonfinite_diagnosis.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <climits>
 #include <cstring>
 #include <vector>
 
-#include <fmt/format.h>
-
-#include "kernels/optimizer_kernels.h"
+#include "backend/cpu_backend.h"
 
 namespace moe4d {
 namespace {
@@ -21,8 +21,11 @@ constexpr size_t kMaxDescription = 512;
 
 }  // namespace
 
-NonfiniteTracer::NonfiniteTracer(const ParamStore& params, int num_layers, TensorInspector* upstream)
-    : params_(params), num_layers_(num_layers), upstream_(upstream) {}
+NonfiniteTracer::NonfiniteTracer(const ParamStore& params, int num_layers, TensorInspector* upstream, Backend* backend)
+    : params_(params),
+      backend_(backend ? *backend : thread_cpu_backend()),
+      num_layers_(num_layers),
+      upstream_(upstream) {}
 
 double NonfiniteTracer::order(int stage, int layer, int64_t within) const {
   // Layers run -1 (embedding) .. num_layers (final norm and head); forward visits them upward,
@@ -33,7 +36,7 @@ double NonfiniteTracer::order(int stage, int layer, int64_t within) const {
 
 void NonfiniteTracer::check(const TensorSite& site, const float* data, int64_t n) {
   const int64_t within = sequence_++;
-  if (all_finite(data, n)) return;
+  if (backend_.all_finite(data, n)) return;
   const double key = order(site.forward() ? 1 : 2, params_.info(site.param_id).layer, within);
   if (key < first_.order) first_ = {key, describe_tensor_site(site, params_)};
 }
@@ -51,7 +54,7 @@ void NonfiniteTracer::on_result(const TensorSite& site, float* data, int64_t n) 
 void NonfiniteTracer::check_values() {
   for (int id = 0; id < params_.size(); ++id) {
     const ParamInfo& info = params_.info(id);
-    if (all_finite(params_.value(id), info.numel())) continue;
+    if (backend_.all_finite(params_.value(id), info.numel())) continue;
     const double key = order(0, info.layer, id);
     if (key < first_.order) first_ = {key, fmt::format("{} (fp32 master weight)", info.name)};
   }
@@ -60,7 +63,7 @@ void NonfiniteTracer::check_values() {
 void NonfiniteTracer::check_gradients() {
   for (int id = 0; id < params_.size(); ++id) {
     const ParamInfo& info = params_.info(id);
-    if (all_finite(params_.grad(id), info.numel())) continue;
+    if (backend_.all_finite(params_.grad(id), info.numel())) continue;
     const double key = order(3, info.layer, id);
     if (key < first_.order) first_ = {key, fmt::format("{} gradient (after the gradient reduction)", info.name)};
   }

@@ -25,6 +25,8 @@
 
 namespace moe4d {
 
+class Backend;
+
 struct NonfiniteFinding {
   double order = std::numeric_limits<double>::infinity();  // causal position; infinity: nothing found
   std::string what;                                         // "layers.2 attention output (...)"
@@ -35,7 +37,8 @@ class NonfiniteTracer : public TensorInspector {
  public:
   // upstream: an inspector that must still see every tensor first (the fault-injection hook of the
   // step being diagnosed), or null.
-  NonfiniteTracer(const ParamStore& params, int num_layers, TensorInspector* upstream);
+  // The checks run on `backend` (borrowed; null: this thread's CPU backend).
+  NonfiniteTracer(const ParamStore& params, int num_layers, TensorInspector* upstream, Backend* backend = nullptr);
 
   void on_operand(const TensorSite& site, const float* data, int64_t n) override;
   void on_result(const TensorSite& site, float* data, int64_t n) override;
@@ -51,6 +54,7 @@ class NonfiniteTracer : public TensorInspector {
   double order(int stage, int layer, int64_t within) const;
 
   const ParamStore& params_;
+  Backend& backend_;
   int num_layers_;
   TensorInspector* upstream_;
   int64_t sequence_ = 0;  // tensors seen so far, the order within a layer

@@ -459,7 +459,7 @@ void Trainer::stop_nonfinite(int64_t step, const MicroBatchFill& fill, float mic
   // Re-run the step (same data; same parameters, since the bad steps before it were skipped) with a
   // tracer watching every block GEMM tensor, then agree over the world on the earliest finding.
   TensorInspector* injection = injection_ && options_.fault_injector->watches(step) ? injection_.get() : nullptr;
-  NonfiniteTracer tracer(params_, config_.model.num_layers, injection);
+  NonfiniteTracer tracer(params_, config_.model.num_layers, injection, backend_.get());
   tracer.check_values();
   begin_zero_step(step);  // zeroes the gradients, as at the start of the step
   executor_->set_numerics(block_numerics(&tracer));

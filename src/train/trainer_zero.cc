@@ -35,10 +35,11 @@ void Trainer::setup_zero() {
   const int rank[kNumParamGroups] = {pc_.dp_ep->rank(), pc_.dp->rank()};
   zero_layout_ = std::make_unique<ZeroLayout>(params_, chunks, config_.model.num_layers, zero_bucketing(par, ranks),
                                               ranks, rank);
-  grad_sync_ = std::make_unique<GradSync>(
-      params_, pc_, *zero_layout_,
-      GradSyncOptions{.zero_stage = stage, .compression = config_.train.grad_compression,
-                      .overlap = par.overlap_grad_reduce});
+  grad_sync_ = std::make_unique<GradSync>(params_, pc_, *zero_layout_,
+                                          GradSyncOptions{.backend = backend_.get(),
+                                                          .zero_stage = stage,
+                                                          .compression = config_.train.grad_compression,
+                                                          .overlap = par.overlap_grad_reduce});
   // ZeRO-2/3: return the full gradient buffers' pages now (finalize touched them), before the shards
   // and the optimizer state are allocated, so that start-up does not hold both.
   grad_sync_->zero_grads();
