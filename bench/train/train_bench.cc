@@ -6,7 +6,8 @@
 // after 2 warm-up steps; the median step time is reported, with the peak measured in the same run
 // (machines are shared and noisy: compare ratios, not absolute numbers).
 //
-// Usage: train_bench [steps=6] [config names...]   Prints JSON on stdout.
+// Usage: train_bench [steps=6] [config names...]   Prints JSON on stdout. A name with the suffix
+// "-bf16" (e.g. "small-bf16") trains that config with train.precision bf16.
 #include <cblas.h>
 
 #include <algorithm>
@@ -26,7 +27,9 @@ namespace moe4d {
 namespace {
 
 nlohmann::json run(const std::string& name, const std::string& shard, int steps, double peak) {
-  Config config = bench::bench_config(name, shard);
+  const bool bf16 = name.size() > 5 && name.ends_with("-bf16");
+  Config config = bench::bench_config(bf16 ? name.substr(0, name.size() - 5) : name, shard);
+  if (bf16) config.train.precision = Precision::kBF16;
   auto pc = make_single_rank_context();
   Trainer trainer(config, *pc, {.quiet = true, .metrics_path = "/dev/null"});
   for (int i = 0; i < 2; ++i) trainer.train_step();

@@ -31,6 +31,7 @@ struct EvalArgs {
   int micro_batch_num = 0;
   bool dropless = false;
   bool json = false;
+  std::vector<std::string> overrides;  // --set KEY=VALUE on the checkpoint's config
 };
 
 // The layout: the flags, else the checkpoint config's when it fits the world, else all data parallel.
@@ -62,7 +63,7 @@ int run_eval(const EvalArgs& args) {
     const nlohmann::json state = checkpoint.json("state.json");
     if (!state.contains("config") || !state["config"].is_string())
       fail("checkpoint {}: state.json has no config", checkpoint.path());
-    config = parse_config(state["config"].get<std::string>(), checkpoint.path() + "/state.json");
+    config = parse_config(state["config"].get<std::string>(), checkpoint.path() + "/state.json", args.overrides);
     config.data.valid = args.data;
     config.train.init_from = checkpoint.path();
     if (args.batches > 0) config.train.eval_batches = args.batches;
@@ -147,6 +148,10 @@ void add_eval_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--dropless", args->dropless, "evaluate without capacity dropping (capacity_factor null)");
   cmd->add_flag("--json", args->json, "print the result as one JSON object");
+  cmd->add_option("--set", args->overrides,
+                  "KEY=VALUE: override a key of the checkpoint's config before it is checked, e.g. --set "
+                  "parallel_config.tensor_parallel=2 (repeatable; the layout flags above win)")
+      ->allow_extra_args(false);
   cmd->callback([args] {
     const int code = run_eval(*args);
     if (code != 0) throw CLI::RuntimeError(code);

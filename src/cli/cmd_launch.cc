@@ -34,8 +34,12 @@ namespace {
 
 constexpr const char* kVersion = "moe4d 0.1.0";  // the string `moe4d --version` prints
 
-volatile std::sig_atomic_t g_stop = 0;  // set by SIGINT/SIGTERM; the supervisor forwards it to mpirun
-void on_stop_signal(int) { g_stop = 1; }
+// SIGINT/SIGTERM: how many arrived and the first one; the supervisor forwards the request to mpirun.
+volatile std::sig_atomic_t g_stop = 0, g_stop_signal = 0;
+void on_stop_signal(int signal) {
+  if (g_stop_signal == 0) g_stop_signal = signal;
+  g_stop = g_stop + 1;
+}
 
 struct LaunchArgs {
   int worker_num = 0, local_worker_num = 0;
@@ -126,6 +130,16 @@ std::string metrics_path(const Config& config, const std::vector<std::string>& p
   return config.checkpoint.dir.empty() ? "metrics.jsonl" : config.checkpoint.dir + "/metrics.jsonl";
 }
 
+// The program's `--set KEY=VALUE` overrides, so that the launcher checks the config the ranks train.
+std::vector<std::string> config_overrides(const std::vector<std::string>& program) {
+  std::vector<std::string> overrides;
+  for (size_t i = 0; i < program.size(); ++i) {
+    if (program[i] == "--set" && i + 1 < program.size()) overrides.push_back(program[++i]);
+    else if (program[i].rfind("--set=", 0) == 0) overrides.push_back(program[i].substr(6));
+  }
+  return overrides;
+}
+
 bool has_flag(const std::vector<std::string>& program, const std::string& flag) {
   for (const std::string& a : program)
     if (a == flag || a.rfind(flag + "=", 0) == 0) return true;
@@ -166,7 +180,7 @@ int run_launch(LaunchArgs args) {
   std::optional<Config> config;
   if (training) {
     if (args.program.size() < 2) fail("train needs a CONFIG.yaml after it");
-    config = load_config(args.program[1]);
+    config = load_config(args.program[1], config_overrides(args.program));
   }
   if (args.max_restarts > 0 && (!training || config->checkpoint.dir.empty()))
     fail("--max-restarts {} needs a training job with checkpoint.dir set (a restart resumes from the latest "
@@ -280,6 +294,17 @@ int run_launch(LaunchArgs args) {
     }
   }
   std::ofstream(args.log_dir + "/launch_summary.json") << summary.dump(2) << "\n";
+  const char* signal_name = g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM";
+  if (result.interrupted && result.ok) {
+    log.line(fmt::format("job stopped by {} (forwarded to every rank as SIGUSR1); exit 0 (logs in {})", signal_name,
+                         args.log_dir));
+    return 0;
+  }
+  if (result.interrupted) {  // ended by a second request, or before the ranks could stop cleanly
+    log.line(fmt::format("job ended by {}: {} (logs in {})", signal_name, result.attempts.back().failure,
+                         args.log_dir));
+    return 128 + (g_stop_signal ? int(g_stop_signal) : SIGTERM);
+  }
   if (!result.ok) log.line(fmt::format("job failed: {} (logs in {})", result.attempts.back().failure, args.log_dir));
   return result.exit_code == 0 && !result.ok ? 1 : result.exit_code;
 }

@@ -78,10 +78,13 @@ void add_prepare_command(CLI::App& app) {
   cmd->add_option("--bpe-sample-bytes", options->bpe_sample_bytes,
                   "BPE trains on a deterministic sample of train documents up to this many bytes")
       ->capture_default_str();
-  cmd->add_option("--valid-fraction", options->valid_fraction, "fraction of documents held out for validation")
+  cmd->add_option("--valid-fraction", options->valid_fraction,
+                  "fraction of documents held out for validation; 0: no validation split (no valid shard)")
       ->capture_default_str();
-  cmd->add_option("--min-valid-documents", options->min_valid_documents,
-                  "at least this many documents are held out (a small corpus then gets a larger share, with a warning)")
+  auto min_valid = std::make_shared<int64_t>(1);
+  CLI::Option* min_valid_option = cmd->add_option(
+      "--min-valid-documents", *min_valid,
+      "at least this many documents are held out (a small corpus then gets a larger share, with a warning)")
       ->capture_default_str();
   cmd->add_option("--seed", options->seed, "seed of the train/valid split and the BPE sample")->capture_default_str();
   cmd->add_option("--output-format", options->output_format,
@@ -94,9 +97,15 @@ void add_prepare_command(CLI::App& app) {
   cmd->add_option("--workers", options->workers, "tokenizer threads")->capture_default_str();
   cmd->add_flag("--verbose", options->verbose, "show sentencepiece's training log");
 
-  cmd->callback([options, inputs, vocab_size, vocab_option, separator, separator_option] {
+  cmd->callback([options, inputs, vocab_size, vocab_option, separator, separator_option, min_valid,
+                 min_valid_option] {
     PrepareOptions run = *options;
     if (!inputs->empty()) run.inputs = *inputs;
+    else
+      log_info("prepare: no --input given: reading the demo corpus {} (the Debian `fortunes` texts); pass --input "
+               "FILE|DIR for your own corpus",
+               kDefaultCorpusDir);
+    if (min_valid_option->count() > 0) run.min_valid_documents = *min_valid;
     // Only a vocab size the user typed reaches PrepareOptions, so `--tokenizer bytes --vocab-size N`
     // is reported instead of silently ignored.
     if (vocab_option->count() > 0) run.vocab_size = *vocab_size;

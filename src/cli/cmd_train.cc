@@ -14,8 +14,10 @@
 
 #include "checkpoint/checkpoint.h"
 #include "cli/commands.h"
+#include "cli/host_load.h"
 #include "cli/train_preflight.h"
 #include "cli/stop_signals.h"
+#include "cli/train_banner.h"
 #include "cli/train_setup.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_runtime.h"
@@ -31,6 +33,7 @@ namespace {
 struct TrainArgs {
   std::string config;
   bool resume = false;
+  bool resume_strict = false;
   bool start_over = false;
   std::string resume_from;
   int exit_after = 0;
@@ -38,6 +41,7 @@ struct TrainArgs {
   std::string metrics;
   bool quiet = false;
   std::string log_format = "text";
+  std::vector<std::string> overrides;  // --set KEY=VALUE
 };
 
 // One error line from the rank that failed; other ranks are ended with it.
@@ -83,13 +87,16 @@ RankMemory job_memory_per_rank(const Config& config) {
 int run_train(const TrainArgs& args) {
   MpiRuntime mpi(nullptr, nullptr);
   set_log_rank(mpi.world_rank(), mpi.world_size());
-  const std::atomic<int>& stop_signal = install_stop_signal_handlers();
+  // Installed before set-up, so that a stop asked for during it (SIGUSR1 from `moe4d launch` would
+  // otherwise kill the rank) stops after the first step.
+  const std::atomic<int>& stop_signal = install_stop_signal_handlers(mpi.world_size() == 1);
   Config config;
+  TrainPreflight preflight;
   // Set-up errors are the same on every rank (same files, same arithmetic): rank 0 reports them and
   // every rank exits cleanly. Errors after set-up may be rank-specific and abort the whole job.
   try {
-    config = load_config(args.config);
-    preflight_train(config, mpi.world_size(), job_memory_per_rank(config));
+    config = load_config(args.config, args.overrides);
+    preflight = preflight_train(config, mpi.world_size(), job_memory_per_rank(config));
   } catch (const Error& e) {
     if (mpi.world_rank() == 0) std::fprintf(stderr, "moe4d: error: %s\n", e.what());
     return 2;
@@ -106,18 +113,29 @@ int run_train(const TrainArgs& args) {
     const int ranks_per_node =
         config.parallel.local_worker_num > 0 ? config.parallel.local_worker_num : world->detect_ranks_per_node();
     auto pc = make_parallel_context(std::move(world), config.parallel, ranks_per_node);
+    const nlohmann::json oversubscription = detect_oversubscription(args.blas_threads);
+    if (pc->rank == 0 && !oversubscription.is_null())
+      for (const auto& h : oversubscription["oversubscription"]["hosts"])
+        log_warn("oversubscribed: {} ranks x {} BLAS thread(s) on {} cores of host {}: ranks take turns on the "
+                 "cores, so step times are slower and the exposed communication in step_time.svg is mostly waiting "
+                 "for a CPU, not for a peer (recorded in the metrics; time.rank_descheduled_s measures it)",
+                 h["ranks"].get<int>(), args.blas_threads, h["cores"].get<int>(), h["host"].get<std::string>());
     const std::string metrics_path = metrics_path_of(config, args.metrics);
     TrainerOptions options_t{.resume_from = args.resume_from, .exit_after = args.exit_after, .quiet = args.quiet,
                              .metrics_path = metrics_path, .stop_signal = &stop_signal,
-                             .json_progress = args.log_format == "json"};
+                             .json_progress = args.log_format == "json",
+                             .run_facts = oversubscription,
+                             .descheduled_seconds = thread_runqueue_wait_seconds};
     // The run directory is rank 0's to judge (refuse a used one, move it aside, find the resume
     // point); every rank learns the outcome, and a refusal ends every rank cleanly.
     int64_t outcome[2] = {0, -1};  // {refused, resume step}
     std::string refusal;
     if (pc->rank == 0) {
       try {
-        outcome[1] = prepare_run_dir(config, metrics_path, args.resume, !args.resume_from.empty(), args.start_over,
-                                     args.quiet)
+        outcome[1] = prepare_run_dir(config, metrics_path,
+                                     {.resume = args.resume, .resume_strict = args.resume_strict,
+                                      .resume_from = args.resume_from, .start_over = args.start_over,
+                                      .tokenizer = &preflight.tokenizer})
                          .resume_step;
       } catch (const Error& e) {
         refusal = e.what();
@@ -130,22 +148,19 @@ int run_train(const TrainArgs& args) {
       return 2;
     }
     if (outcome[1] >= 0) options_t.resume_from = config.checkpoint.dir + "/" + checkpoint_dir_name(outcome[1]);
-    if (pc->rank == 0 && !args.quiet)
-      log_info("{} ranks: dp {} x ep {} x tp {} x pp {}, micro_batch_num {}", pc->grid.world_size(), pc->dp_size(),
-               pc->ep_size(), pc->tp_size(), pc->pp_size(), config.parallel.micro_batch_num);
+    if (pc->rank == 0) log_train_start(config, preflight, args.quiet);
     phase = "allocating the model's parameters, gradients, optimizer state and step buffers";
     Trainer trainer(config, *pc, options_t);
     phase = "training (activations and communication buffers of a step)";
     trainer.run();
-    if (trainer.stopped_by_signal()) {  // exit quickly: a launcher's grace period may be short
-      if (pc->rank == 0)
-        log_info("stopped by {} after step {} of {}; {}", stop_signal_name(trainer.stopped_by_signal()),
-                 trainer.step(), config.train.steps,
-                 trainer.last_checkpoint().empty()
-                     ? std::string("no checkpoint written (checkpoint.dir is empty)")
-                     : "checkpoint " + trainer.last_checkpoint() + " (continue with --resume)");
-      return 0;
-    }
+    // A requested stop is no failure: said once (rank 0) before the pictures, so that the line is
+    // out even if a launcher's grace period ends while they are drawn; the exit status is 0.
+    if (trainer.stopped_by_signal() && pc->rank == 0)
+      log_info("stopped by {} after step {} of {}; {}", stop_signal_name(trainer.stopped_by_signal()), trainer.step(),
+               config.train.steps,
+               trainer.last_checkpoint().empty()
+                   ? std::string("no checkpoint written (checkpoint.dir is empty)")
+                   : "checkpoint " + trainer.last_checkpoint() + " (continue with --resume)");
     phase = "writing the run report";
     if (pc->rank == 0 && std::filesystem::is_regular_file(trainer.metrics_path())) {  // pictures next to the metrics
       const std::string dir = std::filesystem::path(trainer.metrics_path()).parent_path().string();
@@ -155,8 +170,25 @@ int run_train(const TrainArgs& args) {
         if (!args.quiet) log_info("{} pictures of the run in {}/ (index.html shows them all)", files.size(),
                                   dir.empty() ? "." : dir);
       } catch (const Error& e) {
-        log_warn("training finished, but the pictures of the run were not drawn: {}", e.what());
+        log_warn("training {}, but the pictures of the run were not drawn: {}",
+                 trainer.stopped_by_signal() ? "stopped" : "finished", e.what());
       }
+    }
+    // Ending inside a streak of non-finite steps (shorter than train.max_nonfinite_steps) is a failed
+    // run, not a finished one: the final state is not finite and was not checkpointed. Every rank
+    // knows the streak, so all return the error without an abort.
+    if (trainer.nonfinite_streak() > 0) {
+      if (pc->rank == 0)
+        std::fprintf(stderr,
+                     "moe4d: error: training ended after step %lld with the loss or the gradients non-finite for the "
+                     "last %d step(s) (fewer than train.max_nonfinite_steps %d, so it was not stopped earlier); no "
+                     "checkpoint was written during them; %s\n",
+                     static_cast<long long>(trainer.step()), trainer.nonfinite_streak(),
+                     config.train.max_nonfinite_steps,
+                     trainer.last_checkpoint().empty()
+                         ? "this run wrote no checkpoint before them"
+                         : ("the newest checkpoint, " + trainer.last_checkpoint() + ", is the last good state").c_str());
+      return 2;
     }
   } catch (const Error& e) {
     return fail_run(mpi, e.what());
@@ -178,10 +210,15 @@ void add_train_command(CLI::App& app) {
       "--resume", args->resume,
       "continue the run in checkpoint.dir from its newest checkpoint that verifies (latest, else the newest step "
       "directory); starts at step 0 only if it holds none");
+  CLI::Option* resume_strict = cmd->add_flag(
+      "--resume-strict", args->resume_strict,
+      "like --resume, but refuse to start when checkpoint.dir holds no checkpoint (a mistyped dir is an error)");
+  resume_strict->excludes(resume);
   cmd->add_flag("--start-over", args->start_over,
                 "checkpoint.dir already holds a run: move it aside to <dir>.old-<time> (nothing is deleted) and "
                 "start fresh")
-      ->excludes(resume);
+      ->excludes(resume)
+      ->excludes(resume_strict);
   cmd->add_option("--resume-from", args->resume_from, "continue from this checkpoint (step dir or checkpoint dir)")
       ->excludes("--start-over");
   cmd->add_option("--exit-after", args->exit_after,
@@ -190,6 +227,10 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--blas-threads", args->blas_threads, "BLAS threads per rank (default 1)")->check(CLI::PositiveNumber);
   cmd->add_option("--metrics", args->metrics, "JSONL metrics file (default: train.metrics_file)");
+  cmd->add_option("--set", args->overrides,
+                  "KEY=VALUE: override a config key before it is checked, e.g. --set train.lr=3e-4 (repeatable; "
+                  "recorded in the checkpoints' config)")
+      ->allow_extra_args(false);
   cmd->add_flag("--quiet", args->quiet, "no per-step progress lines");
   cmd->add_option("--log-format", args->log_format, "progress lines as text (default) or json (one object per line)")
       ->check(CLI::IsMember({"text", "json"}));

@@ -10,11 +10,13 @@ namespace moe4d {
 namespace {
 
 std::atomic<int> g_stop_signal{0};
+std::atomic<bool> g_announce{false};
 static_assert(std::atomic<int>::is_always_lock_free, "the stop flag is written from a signal handler");
 
 void on_stop_signal(int signal) {
   int expected = 0;
   if (g_stop_signal.compare_exchange_strong(expected, signal)) {
+    if (!g_announce.load()) return;
     static const char kNote[] =
         "moe4d: stop requested: finishing this step and writing a checkpoint (send the signal again to exit at "
         "once)\n";
@@ -33,7 +35,8 @@ void on_stop_signal(int signal) {
 
 }  // namespace
 
-const std::atomic<int>& install_stop_signal_handlers() {
+const std::atomic<int>& install_stop_signal_handlers(bool announce) {
+  g_announce.store(announce);
   struct sigaction action;
   std::memset(&action, 0, sizeof(action));
   action.sa_handler = on_stop_signal;
@@ -41,6 +44,7 @@ const std::atomic<int>& install_stop_signal_handlers() {
   action.sa_flags = SA_RESTART;  // blocking calls (MPI's poll, file writes) carry on after the flag is set
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGUSR1, &action, nullptr);
   return g_stop_signal;
 }
 
@@ -48,6 +52,7 @@ const char* stop_signal_name(int signal) {
   switch (signal) {
     case SIGTERM: return "SIGTERM";
     case SIGINT: return "SIGINT";
+    case SIGUSR1: return "SIGUSR1";
     default: return "a signal";
   }
 }

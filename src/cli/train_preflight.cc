@@ -37,7 +37,7 @@ RankMemory this_machine_memory(int ranks_per_node, const std::string& meminfo) {
                                                bytes / (1024.0 * 1024.0 * 1024.0), ranks, ranks == 1 ? "" : "s")};
 }
 
-void preflight_train(Config& config, int world_size, const RankMemory& memory) {
+TrainPreflight preflight_train(Config& config, int world_size, const RankMemory& memory) {
   check_size_limits(config);  // first: the layout checks below multiply these sizes in int
   // The layout messages name the keys; the file is added here.
   try {
@@ -48,6 +48,19 @@ void preflight_train(Config& config, int world_size, const RankMemory& memory) {
   check_training_support(config);
   check_memory_fits(config, memory);
   resolve_data_paths(config);  // absolute paths; a missing file named with what it was resolved against
+  // Every file of every source, and the tokenizer, must name one tokenizer: from the headers, before the
+  // shards are read (a mismatch is named as such, not as a vocabulary or id error).
+  std::vector<TokenSourceRef> sources;
+  const auto& train = config.data.train_sources;
+  for (size_t i = 0; i < train.size(); ++i)
+    sources.push_back({train.size() == 1 ? "data.train" : fmt::format("data.train[{}]", i), train[i].path,
+                       parse_token_format(train[i].format.empty() ? config.data.format : train[i].format, "data.format")});
+  if (train.empty() && !config.data.train.empty())
+    sources.push_back({"data.train", config.data.train, parse_token_format(config.data.format, "data.format")});
+  if (!config.data.valid.empty())
+    sources.push_back({"data.valid", config.data.valid, parse_token_format(config.data.format, "data.format")});
+  TrainPreflight out;
+  out.tokenizer = check_tokenizer_agreement(config.source, sources, config.data.tokenizer);
   // One moe4d shard per key is verified here with the tokenizer; blends, numbered shards and
   // Megatron datasets are verified source by source when the trainer opens them.
   auto single_shard = [&](const std::string& path, const std::string& format) {
@@ -63,6 +76,8 @@ void preflight_train(Config& config, int world_size, const RankMemory& memory) {
                                        .valid = config.data.valid.empty() ? "" : single_shard(config.data.valid, config.data.format),
                                        .tokenizer = config.data.tokenizer,
                                        .model_vocab_size = config.model.vocab_size});
+  out.memory = memory;
+  return out;
 }
 
 }  // namespace moe4d

@@ -3,7 +3,8 @@
 // preflight_train runs, in order: the config's size representability (config/size_limits.h), the
 // layout against the world size (parallel/layout_check.h), the features the trainer supports
 // (train/feature_gate.h), the memory fit of the layout on this machine (plan/memory_fit.h) and the
-// training data and tokenizer (data/data_check.h). Each failure is one moe4d::Error line naming the
+// training data and tokenizer (data/data_check.h), and that data.train, data.valid and
+// data.tokenizer agree on the tokenizer (check_tokenizer_agreement). Each failure is one moe4d::Error line naming the
 // key or file. Every rank runs it on the same inputs and reaches the same verdict (the machine's
 // memory is the minimum over the ranks), so rank 0 alone reports it.
 //
@@ -14,6 +15,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "data/data_check.h"
 #include "plan/memory_fit.h"
 
 namespace moe4d {
@@ -22,7 +24,14 @@ namespace moe4d {
 // is the file to read (tests pass their own). Throws moe4d::Error if it has neither field.
 RankMemory this_machine_memory(int ranks_per_node, const std::string& meminfo = "/proc/meminfo");
 
+// What preflight learnt that the start of the run reports (cli/train_banner.h) and that a resumed
+// checkpoint is checked against (cli/train_setup.h).
+struct TrainPreflight {
+  TokenizerAgreement tokenizer;  // the run's tokenizer and the token files that record none
+  RankMemory memory;             // what this machine offers one rank (the fit was checked against it)
+};
+
 // Also makes the data paths absolute (resolve_data_paths, cli/train_setup.h).
-void preflight_train(Config& config, int world_size, const RankMemory& memory);
+TrainPreflight preflight_train(Config& config, int world_size, const RankMemory& memory);
 
 }  // namespace moe4d

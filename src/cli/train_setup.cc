@@ -7,13 +7,18 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/checkpoint.h"
 #include "checkpoint/run_dir.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "data/megatron_indexed_dataset.h"
 #include "data/token_shard_format.h"
 #include "data/token_source.h"
+#include "data/tokenizer_record.h"
 
 namespace moe4d {
 namespace fs = std::filesystem;
@@ -81,11 +86,13 @@ std::string metrics_path_of(const Config& config, const std::string& metrics_fla
   return config.checkpoint.dir.empty() ? "metrics.jsonl" : config.checkpoint.dir + "/metrics.jsonl";
 }
 
-RunStart prepare_run_dir(const Config& config, const std::string& metrics_path, bool resume, bool resume_from_given,
-                         bool start_over, bool quiet) {
+RunStart prepare_run_dir(const Config& config, const std::string& metrics_path, const RunDirRequest& request) {
   const std::string& dir = config.checkpoint.dir;
+  const bool resume = request.resume || request.resume_strict, resume_from_given = !request.resume_from.empty();
+  const bool start_over = request.start_over;
+  const char* resume_flag = request.resume_strict ? "--resume-strict" : "--resume";
   RunStart start;
-  if (resume && dir.empty()) fail("--resume needs checkpoint.dir in {}", config.source);
+  if (resume && dir.empty()) fail("{} needs checkpoint.dir in {}", resume_flag, config.source);
   if (!resume && !resume_from_given) {
     const RunDirContents contents = inspect_run_dir(dir, metrics_path);
     if (contents.used() && !start_over) fail("{}", used_run_dir_message(dir, contents, metrics_path));
@@ -94,6 +101,11 @@ RunStart prepare_run_dir(const Config& config, const std::string& metrics_path, 
       log_info("--start-over: the previous run ({}) was moved to {}", contents.describe(metrics_path), moved);
     }
   }
+  std::error_code missing;
+  if (request.resume_strict && !resume_from_given && !fs::exists(dir, missing))  // before it is created below
+    fail("--resume-strict: no checkpoint in {} (checkpoint.dir '{}' in {} does not exist); expected a step_* "
+         "directory from an earlier run (drop --resume-strict to start from step 0)",
+         fs::absolute(dir).lexically_normal().string(), dir, config.source);
   if (!dir.empty()) require_writable_dir(dir, "checkpoint.dir");
   std::error_code ec;
   if (fs::exists(metrics_path, ec)) {
@@ -108,13 +120,65 @@ RunStart prepare_run_dir(const Config& config, const std::string& metrics_path, 
   if (resume && !resume_from_given) {
     const ResumePoint point = find_resume_point(dir);
     if (!point.notice.empty()) log_warn("{}", point.notice);
+    const std::string searched = fs::absolute(dir).lexically_normal().string();
     if (point.path.empty()) {
-      if (!quiet) log_info("--resume: no checkpoint in {} yet, starting from step 0", dir);
+      if (request.resume_strict)
+        fail("--resume-strict: no checkpoint in {} (checkpoint.dir '{}' in {}); expected a step_* directory from an "
+             "earlier run (drop --resume-strict to start from step 0)",
+             searched, dir, config.source);
+      // Loud on purpose: a mistyped checkpoint.dir would otherwise retrain from scratch unnoticed.
+      log_warn("--resume: no checkpoint in {} (checkpoint.dir '{}' in {}), so training STARTS FROM STEP 0; if a "
+               "run should be there, stop and fix checkpoint.dir (--resume-strict refuses instead)",
+               searched, dir, config.source);
     } else {
       start.resume_step = point.step;
+      if (request.tokenizer) check_checkpoint_tokenizer(point.path, *request.tokenizer);
     }
   }
+  if (resume_from_given && request.tokenizer) check_checkpoint_tokenizer(request.resume_from, *request.tokenizer);
   return start;
+}
+
+void check_checkpoint_tokenizer(const std::string& path, const TokenizerAgreement& tokenizer) {
+  if (!tokenizer.identity) return;
+  std::error_code ec;
+  std::string step_dir = path;
+  if (!fs::exists(fs::path(step_dir) / "state.json", ec) && fs::exists(fs::path(path) / "latest", ec)) {
+    std::ifstream latest(fs::path(path) / "latest");
+    std::string name;
+    std::getline(latest, name);
+    step_dir = (fs::path(path) / name).string();
+  }
+  const fs::path state_path = fs::path(step_dir) / "state.json";
+  if (!fs::exists(state_path, ec)) return;  // not a checkpoint: the loader says so
+  nlohmann::json state;
+  try {
+    std::ifstream in(state_path);
+    state = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception&) {
+    return;  // a damaged state.json fails its checksum in the loader, with the better message
+  }
+  if (!state.contains("tokenizer") || !state["tokenizer"].is_object()) return;
+  const nlohmann::json& recorded = state["tokenizer"];
+  const std::string spec = recorded.value("spec", "");
+  TokenizerIdentity identity;
+  if (spec == "bytes") {
+    identity = tokenizer_identity_of("bytes");
+  } else if (recorded.contains("sha256") && recorded["sha256"].is_string()) {
+    const fs::path model = fs::path(step_dir) / recorded.value("file", kCheckpointTokenizerFile);
+    identity = {"sentencepiece", recorded["sha256"].get<std::string>(), 0};
+    try {
+      identity.vocab_size = tokenizer_identity_of(model.string()).vocab_size;
+    } catch (const Error&) {
+      return;  // a missing or damaged copy fails the manifest check in the loader
+    }
+  } else {
+    return;  // trained without a named tokenizer (e.g. Megatron data and no data.tokenizer)
+  }
+  check_tokenizers_agree(
+      {{fmt::format("this run's tokenizer {} (data.tokenizer, or the one its data names) is", tokenizer.spec),
+        *tokenizer.identity},
+       {fmt::format("checkpoint {} was trained with", step_dir), identity}});
 }
 
 }  // namespace moe4d

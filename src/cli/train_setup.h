@@ -6,6 +6,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "data/data_check.h"
 
 namespace moe4d {
 
@@ -22,10 +23,26 @@ struct RunStart {
   int64_t resume_step = -1;  // >= 0: resume from <checkpoint.dir>/step_<resume_step>
 };
 
+// How `moe4d train` was asked to start (its flags).
+struct RunDirRequest {
+  bool resume = false;         // --resume: continue from the newest checkpoint in checkpoint.dir, if any
+  bool resume_strict = false;  // --resume-strict: like --resume, but no checkpoint there is an error
+  std::string resume_from;     // --resume-from CKPT
+  bool start_over = false;     // --start-over
+  // The run's tokenizer (preflight); the checkpoint resumed from must have been trained with it.
+  const TokenizerAgreement* tokenizer = nullptr;
+};
+
 // Rank 0's part of starting a run: proves checkpoint.dir and the metrics file's directory
 // writable; a fresh run into a used directory is refused (or, with `start_over`, the old run is
-// moved aside); `resume` finds the checkpoint to start from. Logs what it moved or fell back to.
-RunStart prepare_run_dir(const Config& config, const std::string& metrics_path, bool resume, bool resume_from_given,
-                         bool start_over, bool quiet);
+// moved aside); `resume` finds the checkpoint to start from — when there is none, a WARNING names
+// the directory searched (`resume_strict`: an error); the checkpoint resumed from (found, or
+// resume_from) must carry the run's tokenizer. Logs what it moved or fell back to.
+RunStart prepare_run_dir(const Config& config, const std::string& metrics_path, const RunDirRequest& request);
+
+// Throws moe4d::Error with one line when the checkpoint at `path` (a step directory, or a root
+// whose `latest` is followed) was trained with a tokenizer other than `tokenizer`'s. Checkpoints
+// that record no tokenizer, and paths that are not checkpoints (left to the loader), pass.
+void check_checkpoint_tokenizer(const std::string& path, const TokenizerAgreement& tokenizer);
 
 }  // namespace moe4d

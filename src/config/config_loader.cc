@@ -506,12 +506,22 @@ int second_document_line(const std::string& text) {
 
 }  // namespace
 
-Config parse_config(const std::string& yaml_text, const std::string& source_name) {
+Config parse_config(const std::string& yaml_text, const std::string& source_name,
+                    const std::vector<std::string>& overrides) {
+  const NestingDepth nesting = deepest_nesting(yaml_text);
+  if (nesting.depth > kMaxConfigNesting)
+    fail("{}:{}: the YAML nests {} levels deep here, expected at most {} (a config needs 4: section, key, list "
+         "entry, map)",
+         escape_controls(source_name), nesting.line, nesting.depth, kMaxConfigNesting);
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
   } catch (const YAML::ParserException& e) {
-    fail("{}:{}:{}: invalid YAML: {}", source_name, e.mark.line + 1, e.mark.column + 1, e.msg);
+    // yaml-cpp's "bad file" is its recursion limit or bytes it cannot read as text.
+    const std::string why = e.msg == YAML::ErrorMsg::BAD_FILE
+                                ? "yaml-cpp gave up on it (nested too deep, or not text), expected a YAML map of sections"
+                                : escape_controls(e.msg);
+    fail("{}:{}:{}: invalid YAML: {}", escape_controls(source_name), e.mark.line + 1, e.mark.column + 1, why);
   }
   // yaml-cpp's Load keeps the first document only and would silently drop the rest of the file.
   if (const int line = second_document_line(yaml_text))
@@ -519,6 +529,7 @@ Config parse_config(const std::string& yaml_text, const std::string& source_name
          "everything after it would be ignored)",
          source_name, line);
   ConfigReader reader(source_name);
+  reader.set_overrides(apply_overrides(root, overrides));
   Config config;
   config.source = source_name;
   if (!root.IsNull() && !root.IsMap())
@@ -566,13 +577,13 @@ Config parse_config(const std::string& yaml_text, const std::string& source_name
   return config;
 }
 
-Config load_config(const std::string& path) {
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   std::ifstream file(path, std::ios::binary);
   if (!file) fail("cannot read config '{}': {}", path, std::strerror(errno));
   std::stringstream text;
   text << file.rdbuf();
   if (file.bad()) fail("cannot read config '{}': read error", path);
-  return parse_config(text.str(), path);
+  return parse_config(text.str(), path, overrides);
 }
 
 }  // namespace moe4d

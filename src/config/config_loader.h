@@ -16,16 +16,23 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "config/config.h"
 
 namespace moe4d {
 
 // Reads and validates the YAML file at `path`. Messages name the file as `path` was given.
-Config load_config(const std::string& path);
+// `overrides` are `KEY=VALUE` strings (`--set train.lr=3e-4`, in order, the last one wins): each is
+// written into the YAML before it is read (a flow list/map value is parsed, null/~/empty is null,
+// anything else is the scalar text), so it is checked like the file's keys; an error in one names
+// `--set KEY` instead of a line. Setting one of two alias spellings (model_parallel /
+// tensor_parallel, ...) replaces the other one in the file.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
 
 // Parses and validates YAML text; `source_name` is used in messages and stored in Config::source.
-Config parse_config(const std::string& yaml_text, const std::string& source_name);
+Config parse_config(const std::string& yaml_text, const std::string& source_name,
+                    const std::vector<std::string>& overrides = {});
 
 // A YAML document with every field of `config` (except `source`), which parse_config reads back to
 // an equal Config. Used to echo the config into checkpoints and by the planner's export.

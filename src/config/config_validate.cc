@@ -91,7 +91,12 @@ void validate(const Config& c, const ConfigReader& r) {
       r.fail_at(r.line_of("model.moe.rebalance_interval"), "model.moe.rebalance_interval",
                 "only applies with model.moe.redundant_experts > 0 (there are no replicas to place)");
     bool any_moe_layer = moe.first_dense_layers == 0;  // (layer_freq alone was never required to leave one)
-    for (int l = 0; l < m.num_layers; ++l) any_moe_layer |= m.is_moe_layer(l);
+    // The first layer >= first_dense_layers with l % layer_freq == layer_freq - 1, in O(1) (a loop over
+    // 2^31 layers took seconds before any answer).
+    if (moe.layer_freq >= 1 && moe.first_dense_layers >= 0) {
+      const int64_t freq = moe.layer_freq, first = moe.first_dense_layers;
+      any_moe_layer |= first + (freq - 1 - first % freq + freq) % freq < m.num_layers;
+    }
     r.require(any_moe_layer, "model.moe.first_dense_layers",
               fmt::format("a value leaving at least one MoE layer after the first_dense_layers = {} of {} layers",
                           moe.first_dense_layers, m.num_layers),
@@ -112,6 +117,21 @@ void validate(const Config& c, const ConfigReader& r) {
   positive("parallel_config.tensor_parallel", p.tensor_parallel);
   positive("parallel_config.pipeline_parallel", p.pipeline_parallel);
   positive("parallel_config.micro_batch_num", p.micro_batch_num);
+  // Upper bounds any layout has (each TP rank holds whole heads, each stage a layer, each EP rank an
+  // expert), checked here so that an absurd size is named with its line, not as a world-size mismatch.
+  if (m.num_heads > 0)
+    r.require(p.tensor_parallel <= m.num_heads, "parallel_config.tensor_parallel",
+              fmt::format("an integer in [1, num_heads = {}] (each tensor-parallel rank holds whole heads)", m.num_heads),
+              str(p.tensor_parallel));
+  if (m.num_layers > 0)
+    r.require(p.pipeline_parallel <= m.num_layers, "parallel_config.pipeline_parallel",
+              fmt::format("an integer in [1, num_layers = {}] (each stage holds a layer)", m.num_layers),
+              str(p.pipeline_parallel));
+  if (m.moe.num_experts > 0)
+    r.require(p.expert_parallel <= m.moe.num_experts, "parallel_config.expert_parallel",
+              fmt::format("an integer in [1, num_experts = {}] (each expert-parallel rank holds an expert)",
+                          m.moe.num_experts),
+              str(p.expert_parallel));
   r.require(p.gradient_aggregation_group >= 0, "parallel_config.gradient_aggregation_group",
             "a positive bucket count (or 0: buckets by grad_bucket_size)", str(p.gradient_aggregation_group));
   r.require(p.grad_bucket_size >= 0, "parallel_config.grad_bucket_size",
@@ -153,6 +173,14 @@ void validate(const Config& c, const ConfigReader& r) {
   }
   non_negative("train.warmup_steps", t.warmup_steps);
   r.require(t.weight_decay >= 0, "train.weight_decay", "a non-negative number", str(t.weight_decay));
+  // AdamW's decoupled decay multiplies every weight by (1 - lr x weight_decay) each step: at 1 or
+  // more it zeroes or flips them, and the run diverges (1.8e19 was found by fuzzing).
+  if (t.lr > 0 && t.weight_decay * t.lr >= 1)
+    r.require(false, "train.weight_decay",
+              fmt::format("a number in [0, 1 / train.lr = {:g}) (each step multiplies the weights by 1 - lr x "
+                          "weight_decay; typical values are 0.01 to 0.1)",
+                          1 / t.lr),
+              str(t.weight_decay));
   r.require(t.grad_clip >= 0, "train.grad_clip", "a non-negative number (0: no clipping)", str(t.grad_clip));
   r.require(t.beta1 >= 0 && t.beta1 < 1, "train.beta1", "a number in [0, 1)", str(t.beta1));
   r.require(t.beta2 >= 0 && t.beta2 < 1, "train.beta2", "a number in [0, 1)", str(t.beta2));

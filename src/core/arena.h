@@ -6,6 +6,9 @@
 // so from the second step on a step of the same shape allocates nothing. The arena also records
 // its high-water mark, which is how moe4d measures activation memory.
 //
+// The chunks come from an Allocator (core/allocator.h; the host's by default), so an arena hands out
+// memory of that allocator's device.
+//
 // Not thread-safe; one arena per owner (e.g. per in-flight micro-batch).
 #pragma once
 
@@ -18,7 +21,7 @@ namespace moe4d {
 
 class Arena {
  public:
-  explicit Arena(size_t initial_bytes = 0);
+  explicit Arena(size_t initial_bytes = 0, Allocator& allocator = host_allocator());
   Arena(Arena&&) = default;
   Arena& operator=(Arena&&) = default;
 
@@ -34,12 +37,14 @@ class Arena {
   size_t peak_bytes() const { return peak_; }        // high-water mark of used_bytes() ever
   size_t capacity_bytes() const;                     // bytes held from the OS
   void reset_peak() { peak_ = used_; }
+  Device device() const { return allocator_->device(); }
 
  private:
   struct Chunk {
     Buffer memory;
     size_t offset = 0;
   };
+  Allocator* allocator_;
   std::vector<Chunk> chunks_;
   size_t used_ = 0;
   size_t peak_ = 0;

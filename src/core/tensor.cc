@@ -69,41 +69,36 @@ std::string Shape::str() const {
   return s + "]";
 }
 
-namespace {
-constexpr size_t kPageAlignFrom = 64 * 1024;
-}  // namespace
-
-Buffer::Buffer(size_t bytes) : bytes_(bytes) {
-  if (bytes == 0) return;
-  // Large buffers start on a 4 KiB page: ZeRO returns the pages of released ranges of the flat
-  // parameter / gradient buffers (train/zero_memory.h), and bucket boundaries at page multiples then
-  // share no page with their neighbours.
-  const size_t alignment = bytes >= kPageAlignFrom ? 4096 : 64;
-  size_t rounded = (bytes + alignment - 1) / alignment * alignment;
-  data_ = std::aligned_alloc(alignment, rounded);
-  if (!data_) throw std::bad_alloc();
-  std::memset(data_, 0, rounded);
+// Large buffers start on a 4 KiB page (the allocator's contract): ZeRO releases the pages of ranges of
+// the flat parameter / gradient buffers, and bucket boundaries at page multiples then share no page
+// with their neighbours.
+Buffer::Buffer(size_t bytes, Allocator& allocator) : bytes_(bytes), allocator_(&allocator) {
+  if (bytes > 0) data_ = allocator.allocate(bytes);
 }
 
-Buffer::~Buffer() { std::free(data_); }
+Buffer::~Buffer() {
+  if (data_) allocator_->deallocate(data_, bytes_);
+}
 
-Buffer::Buffer(Buffer&& other) noexcept : data_(other.data_), bytes_(other.bytes_) {
+Buffer::Buffer(Buffer&& other) noexcept : data_(other.data_), bytes_(other.bytes_), allocator_(other.allocator_) {
   other.data_ = nullptr;
   other.bytes_ = 0;
 }
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
-    std::free(data_);
+    if (data_) allocator_->deallocate(data_, bytes_);
     data_ = other.data_;
     bytes_ = other.bytes_;
+    allocator_ = other.allocator_;
     other.data_ = nullptr;
     other.bytes_ = 0;
   }
   return *this;
 }
 
-Tensor::Tensor(void* data_in, DType dtype_in, Shape shape_in) : data(data_in), dtype(dtype_in), shape(shape_in) {
+Tensor::Tensor(void* data_in, DType dtype_in, Shape shape_in, Device device_in)
+    : data(data_in), dtype(dtype_in), shape(shape_in), device(device_in) {
   int64_t stride = 1;
   for (int i = shape.ndim() - 1; i >= 0; --i) {
     strides[i] = stride;
@@ -149,7 +144,15 @@ void for_each_offset(const Tensor& t, Fn&& fn) {
 }
 }  // namespace
 
+void copy_tensor(const Tensor& dst, const Tensor& src) {
+  MOE4D_CHECK_MSG(dst.dtype == src.dtype && dst.shape == src.shape, "copy_tensor of {} {} into {} {}",
+                  dtype_name(src.dtype), src.shape.str(), dtype_name(dst.dtype), dst.shape.str());
+  MOE4D_CHECK_MSG(dst.is_contiguous() && src.is_contiguous(), "copy_tensor needs contiguous tensors");
+  copy_bytes(dst.data, dst.device, src.data, src.device, src.nbytes());
+}
+
 void copy_to_contiguous(const Tensor& src, float* dst) {
+  MOE4D_CHECK(src.device.is_host());
   if (src.numel() == 0) return;
   const float* base = src.f32();
   if (src.is_contiguous()) {
@@ -160,6 +163,7 @@ void copy_to_contiguous(const Tensor& src, float* dst) {
 }
 
 void copy_from_contiguous(const float* src, const Tensor& dst) {
+  MOE4D_CHECK(dst.device.is_host());
   if (dst.numel() == 0) return;
   float* base = dst.f32();
   if (dst.is_contiguous()) {

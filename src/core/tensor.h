@@ -4,6 +4,7 @@
 // sizes, and `Tensor` is the shape-carrying view used where shapes travel (parameters, checkpoints,
 // tests). A Tensor never owns memory; `Buffer` does. Views may be strided (e.g. a column block of a
 // row-major matrix), but kernels expect contiguous rows unless their header says otherwise.
+// Buffers and tensors carry the Device their memory is on (core/allocator.h; the host today).
 #pragma once
 
 #include <array>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/allocator.h"
 #include "core/check.h"
 
 namespace moe4d {
@@ -43,11 +45,12 @@ class Shape {
   int ndim_ = 0;
 };
 
-// Owning, 64-byte aligned, zero-initialised host memory. Move-only.
+// Owning, 64-byte aligned, zero-initialised memory of one allocator (the host's by default).
+// Move-only.
 class Buffer {
  public:
   Buffer() = default;
-  explicit Buffer(size_t bytes);
+  explicit Buffer(size_t bytes, Allocator& allocator = host_allocator());
   ~Buffer();
   Buffer(Buffer&& other) noexcept;
   Buffer& operator=(Buffer&& other) noexcept;
@@ -59,22 +62,28 @@ class Buffer {
   float* f32() { return static_cast<float*>(data_); }
   const float* f32() const { return static_cast<const float*>(data_); }
   size_t bytes() const { return bytes_; }
+  Device device() const { return allocator_->device(); }
+  Allocator& allocator() const { return *allocator_; }
 
  private:
   void* data_ = nullptr;
   size_t bytes_ = 0;
+  Allocator* allocator_ = &host_allocator();
 };
 
-// Non-owning view: data pointer, dtype, shape and element strides.
+// Non-owning view: data pointer, dtype, shape, element strides and the device of the memory.
 struct Tensor {
   void* data = nullptr;
   DType dtype = DType::kF32;
   Shape shape;
   std::array<int64_t, Shape::kMaxDims> strides{};
+  Device device;
 
   Tensor() = default;
-  Tensor(void* data, DType dtype, Shape shape);  // contiguous strides
-  static Tensor f32(float* data, Shape shape) { return Tensor(data, DType::kF32, shape); }
+  Tensor(void* data, DType dtype, Shape shape, Device device = kHostDevice);  // contiguous strides
+  static Tensor f32(float* data, Shape shape, Device device = kHostDevice) {
+    return Tensor(data, DType::kF32, shape, device);
+  }
 
   int64_t numel() const { return shape.numel(); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
@@ -84,7 +93,10 @@ struct Tensor {
   Tensor slice(int dim, int64_t start, int64_t length) const;
 };
 
-// Copies a (possibly strided) fp32 view into a contiguous destination of the same shape, or back.
+// Copies src into dst (same dtype and shape, both contiguous), across devices (copy_bytes).
+void copy_tensor(const Tensor& dst, const Tensor& src);
+
+// Copies a (possibly strided) fp32 host view into a contiguous destination of the same shape, or back.
 void copy_to_contiguous(const Tensor& src, float* dst);
 void copy_from_contiguous(const float* src, const Tensor& dst);
 

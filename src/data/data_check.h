@@ -12,7 +12,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
+
+#include "data/token_source.h"
+#include "data/tokenizer_identity.h"
 
 namespace moe4d {
 
@@ -25,5 +30,24 @@ struct TrainingDataSpec {
 };
 
 void check_training_data(const TrainingDataSpec& spec);
+
+// Tokenizer agreement (data/tokenizer_record.h): the identities recorded by every file of data.train
+// and data.valid and that of data.tokenizer (or, without it, of the tokenizer the train headers
+// name) must all be one. Reads headers and sidecars only.
+struct TokenSourceRef {
+  std::string key;  // "data.train", "data.train[1]", "data.valid"
+  std::string path;
+  TokenFormat format = TokenFormat::kMoe4d;
+};
+struct TokenizerAgreement {
+  std::optional<TokenizerIdentity> identity;  // the run's tokenizer, when anything records or names it
+  std::string spec;                           // its load_tokenizer() spec ("" if unknown)
+  std::vector<std::string> unrecorded;        // files that record no identity (older shards, foreign datasets)
+};
+// Throws moe4d::Error "<source>: tokenizer mismatch: <one side>, but <the other>; ..." on disagreement.
+TokenizerAgreement check_tokenizer_agreement(const std::string& source, const std::vector<TokenSourceRef>& sources,
+                                             const std::string& tokenizer);
+// One line for the log when `unrecorded` is not empty: which files, and why they cannot be checked.
+std::string unrecorded_tokenizer_warning(const std::vector<std::string>& unrecorded);
 
 }  // namespace moe4d

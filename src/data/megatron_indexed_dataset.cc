@@ -11,6 +11,7 @@
 
 #include "core/check.h"
 #include "core/error.h"
+#include "data/tokenizer_record.h"
 
 namespace moe4d {
 namespace {
@@ -65,6 +66,7 @@ int megatron_dtype_code_for_vocab(int64_t vocab_size) { return vocab_size < 6550
 
 MegatronIndexedDataset::MegatronIndexedDataset(const std::string& path, int64_t id_limit)
     : prefix_(megatron_prefix(path)), id_limit_(id_limit) {
+  if (const auto sidecar = read_megatron_tokenizer_sidecar(prefix_)) tokenizer_spec_ = sidecar->spec;
   const std::string idx_path = prefix_ + ".idx", bin_path = prefix_ + ".bin";
   idx_ = map_file(idx_path, &idx_bytes_);
   auto bad = [&](const std::string& what) { fail("Megatron index {}: {}", idx_path, what); };

@@ -57,6 +57,9 @@ class MegatronIndexedDataset final : public TokenSource {
   int64_t vocab_size() const override { return 0; }
   std::string name() const override { return prefix_ + ".bin"; }
   void read(int64_t offset, int64_t count, int32_t* out) const override;
+  // The tokenizer named by the sidecar <prefix>.tokenizer.json that `moe4d prepare` writes
+  // (data/tokenizer_record.h); empty for a dataset without one (Megatron's own).
+  std::string tokenizer_spec() const override { return tokenizer_spec_; }
 
   int dtype_code() const { return dtype_code_; }
   int64_t num_sequences() const { return sequence_count_; }
@@ -67,6 +70,7 @@ class MegatronIndexedDataset final : public TokenSource {
 
  private:
   std::string prefix_;
+  std::string tokenizer_spec_;
   int64_t id_limit_;
   int dtype_code_ = 0;
   size_t itemsize_ = 0;

@@ -23,6 +23,7 @@
 #include "data/sharded_token_writer.h"
 #include "data/token_dataset.h"
 #include "data/tokenizer.h"
+#include "data/tokenizer_identity.h"
 #include "data/validation_split.h"
 
 namespace moe4d {
@@ -56,8 +57,8 @@ void check_options(const PrepareOptions& options) {
       fail("prepare: vocab size {} was given with --tokenizer-model {}, whose vocabulary is fixed (drop --vocab-size)",
            *options.vocab_size, options.tokenizer_model);
   }
-  if (!(options.valid_fraction > 0.0 && options.valid_fraction < 1.0))
-    fail("prepare: valid fraction {} is outside (0, 1)", options.valid_fraction);
+  if (!(options.valid_fraction >= 0.0 && options.valid_fraction < 1.0))
+    fail("prepare: valid fraction {} is outside [0, 1) (0: no validation split)", options.valid_fraction);
   if (options.workers < 1 || options.workers > 256)
     fail("prepare: workers {} is outside [1, 256]", options.workers);
   if (options.shard_size < 0) fail("prepare: shard size {} is negative (expected tokens per shard, 0: one shard)",
@@ -196,7 +197,8 @@ class SplitRouter {
 
 struct Tokenizing {
   std::unique_ptr<Tokenizer> tokenizer;
-  std::string header_spec;  // what moe4d shard headers record
+  std::string header_spec;      // what moe4d shard headers record
+  TokenizerIdentity identity;   // and which tokenizer that is (data/tokenizer_identity.h)
 };
 
 Tokenizing make_tokenizer(const PrepareOptions& options, const std::vector<std::string>& files,
@@ -214,9 +216,9 @@ Tokenizing make_tokenizer(const PrepareOptions& options, const std::vector<std::
     }
     say(fmt::format("reusing tokenizer {} ({} ids), copied to {}", options.tokenizer_model, reused->vocab_size(),
                     model_path));
-    return {load_tokenizer(model_path), "tokenizer.model"};
+    return {load_tokenizer(model_path), "tokenizer.model", tokenizer_identity_of(model_path)};
   }
-  if (options.tokenizer == "bytes") return {load_tokenizer("bytes"), "bytes"};
+  if (options.tokenizer == "bytes") return {load_tokenizer("bytes"), "bytes", tokenizer_identity_of("bytes")};
   const int vocab_size = options.vocab_size.value_or(kDefaultBpeVocabSize);
   const Clock::time_point t0 = Clock::now();
   std::vector<std::string> lines = sample_bpe_lines(files, options.format, split, options.seed, options.bpe_sample_bytes);
@@ -228,7 +230,7 @@ Tokenizing make_tokenizer(const PrepareOptions& options, const std::vector<std::
                                                      options.seed, "the train documents", train_options);
   summary.tokenizer_seconds = seconds_since(t0);
   say(fmt::format("wrote {}", written));
-  return {load_tokenizer(written), fs::path(written).filename().string()};
+  return {load_tokenizer(written), fs::path(written).filename().string(), tokenizer_identity_of(written)};
 }
 
 // Re-reads a written moe4d shard from disk in blocks — its SHA-256 against the header and every id
@@ -280,9 +282,12 @@ PrepareSummary prepare_corpus(const PrepareOptions& options) {
   const std::vector<std::string> files = list_corpus_files(options.inputs, options.filter);
   make_output_dir(options.output_dir);
   const TokenFormat format = parse_token_format(options.output_format, "prepare --output-format");
-  ValidationSplit split(options.valid_fraction, options.min_valid_documents, options.seed);
+  const bool no_valid = options.valid_fraction == 0.0;
+  ValidationSplit split(options.valid_fraction, options.min_valid_documents.value_or(no_valid ? 0 : 1), options.seed);
 
   PrepareSummary summary;
+  summary.inputs = options.inputs;
+  summary.default_corpus = options.inputs == std::vector<std::string>{kDefaultCorpusDir};
   summary.output_format = options.output_format;
   Tokenizing tk = make_tokenizer(options, files, split, summary, say);
   const Tokenizer& tokenizer = *tk.tokenizer;
@@ -292,9 +297,9 @@ PrepareSummary prepare_corpus(const PrepareOptions& options) {
 
   // The encoding pass.
   const Clock::time_point t0 = Clock::now();
-  ShardedTokenWriter train(options.output_dir, "train", format, tokenizer.vocab_size(), tk.header_spec,
+  ShardedTokenWriter train(options.output_dir, "train", format, tokenizer.vocab_size(), tk.header_spec, tk.identity,
                            options.shard_size);
-  ShardedTokenWriter valid(options.output_dir, "valid", format, tokenizer.vocab_size(), tk.header_spec,
+  ShardedTokenWriter valid(options.output_dir, "valid", format, tokenizer.vocab_size(), tk.header_spec, tk.identity,
                            options.shard_size);
   SplitRouter router(split, train, valid);
   ParallelEncoder encoder(tokenizer, options.workers, tk.header_spec != "bytes");
@@ -348,7 +353,10 @@ PrepareSummary prepare_corpus(const PrepareOptions& options) {
   summary.split_note = router.finish(counts);
   if (!summary.split_note.empty()) log_warn("prepare: {}", summary.split_note);
   summary.train_shards = train.finish();
-  summary.valid_shards = valid.finish();
+  if (no_valid)
+    valid.remove_stale();  // a valid.* of an earlier run must not pass for this run's
+  else
+    summary.valid_shards = valid.finish();
   summary.encode_seconds = seconds_since(t0);
   report(true);
 
@@ -363,7 +371,7 @@ PrepareSummary prepare_corpus(const PrepareOptions& options) {
   summary.train_tokens = train.num_tokens();
   summary.valid_tokens = valid.num_tokens();
   summary.train_path = train.data_path();
-  summary.valid_path = valid.data_path();
+  if (!no_valid) summary.valid_path = valid.data_path();
   for (const std::string& s : summary.train_shards) say(fmt::format("wrote {}", s));
   for (const std::string& s : summary.valid_shards) say(fmt::format("wrote {}", s));
 
@@ -384,6 +392,10 @@ std::string format_prepare_summary(const PrepareSummary& s) {
   const int64_t tokens = s.train_tokens + s.valid_tokens;
   const double bytes_per_token = tokens > 0 ? static_cast<double>(s.document_bytes) / tokens : 0.0;
   std::string out;
+  std::string where;
+  for (const std::string& input : s.inputs) where += (where.empty() ? "" : ", ") + input;
+  if (s.default_corpus) where += " (the demo corpus: no --input was given)";
+  out += fmt::format("input:     {}\n", where);
   out += fmt::format("corpus:    {} files, {:.2f} MB on disk, {:.2f} MB of text, {} documents ({} train, {} valid)\n",
                      s.files, s.bytes / 1e6, s.text_bytes / 1e6, s.documents, s.train_documents, s.valid_documents);
   out += fmt::format("skipped:   {} binary files, {} bad JSONL lines\n", s.binary_files, s.bad_lines);
@@ -394,8 +406,11 @@ std::string format_prepare_summary(const PrepareSummary& s) {
   out += fmt::format("tokenizer: {}\n", s.tokenizer_name);
   out += fmt::format("train:     {} ({} tokens, {} shard{}, {} format)\n", s.train_path, s.train_tokens,
                      s.train_shards.size(), s.train_shards.size() == 1 ? "" : "s", s.output_format);
-  out += fmt::format("valid:     {} ({} tokens, {} shard{})\n", s.valid_path, s.valid_tokens, s.valid_shards.size(),
-                     s.valid_shards.size() == 1 ? "" : "s");
+  if (s.valid_path.empty())
+    out += "valid:     none (--valid-fraction 0: leave data.valid out of the config)\n";
+  else
+    out += fmt::format("valid:     {} ({} tokens, {} shard{})\n", s.valid_path, s.valid_tokens,
+                       s.valid_shards.size(), s.valid_shards.size() == 1 ? "" : "s");
   out += fmt::format("ratio:     {:.2f} bytes per token (end-of-sequence ids included)\n", bytes_per_token);
   const double rate = s.encode_seconds > 0 ? tokens / s.encode_seconds : 0.0;
   if (s.tokenizer_seconds > 0)

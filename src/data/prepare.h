@@ -15,7 +15,8 @@
 // Output directory:
 //   tokenizer.model           (bpe, or a copy of --tokenizer-model; moe4d headers refer to it)
 //   train.bin + train.json    (moe4d, data/token_shard_format.h) or train.bin + train.idx (megatron)
-//   valid.*                   likewise; with shard_size > 0: train-00000.*, train-00001.*, ...
+//   valid.*                   likewise (none with valid_fraction 0); with shard_size > 0: train-00000.*, ...
+//   <split>.tokenizer.json    megatron only: the tokenizer's identity (data/tokenizer_record.h)
 // The same inputs and options always produce byte-identical files, whatever `workers` is.
 #pragma once
 
@@ -49,8 +50,9 @@ struct PrepareOptions {
   std::string tokenizer = "bpe";                          // "bpe" | "bytes"
   std::string tokenizer_model;                            // reuse this sentencepiece .model (no training)
   std::optional<int> vocab_size;                          // bpe only; default kDefaultBpeVocabSize
-  double valid_fraction = 0.05;                           // in (0, 1)
-  int64_t min_valid_documents = 1;                        // the minimum count rule (data/validation_split.h)
+  double valid_fraction = 0.05;                           // in [0, 1); 0: no validation split (no valid shard)
+  std::optional<int64_t> min_valid_documents;             // the minimum count rule (data/validation_split.h);
+                                                          // default 1, or 0 with valid_fraction 0
   uint64_t seed = 1234;                                   // train/valid split and the BPE sample
   CorpusFormatOptions format;                             // --format, --doc-separator, --json-key, --skip-bad-lines
   CorpusFileFilter filter;                                // --include / --exclude
@@ -64,6 +66,8 @@ struct PrepareOptions {
 };
 
 struct PrepareSummary {
+  std::vector<std::string> inputs;  // the files and directories read (as given)
+  bool default_corpus = false;      // inputs is the demo corpus kDefaultCorpusDir (no --input)
   int64_t files = 0;
   int64_t binary_files = 0;    // skipped
   int64_t bad_lines = 0;       // JSONL lines skipped (--skip-bad-lines)
@@ -81,7 +85,7 @@ struct PrepareSummary {
   std::string tokenizer_name;
   std::string output_format;
   std::string train_path;  // what data.train / data.valid should name (.bin, or the stem when sharded)
-  std::string valid_path;
+  std::string valid_path;  // empty with valid_fraction 0
   std::vector<std::string> train_shards;  // .bin paths
   std::vector<std::string> valid_shards;
   std::string split_note;         // set when the minimum count rule overrode the fraction

@@ -80,7 +80,11 @@ TokenDataset TokenDataset::open(const std::string& path, bool verify) {
     ::close(fd);
     fail("token shard {} is {} bytes, but its header {} says {} {} tokens = {} bytes ({})", paths.bin,
          static_cast<int64_t>(st.st_size), paths.json, header.num_tokens, token_dtype_name(header.dtype), expected,
-         static_cast<uint64_t>(st.st_size) < expected ? "truncated" : "the .bin does not belong to this header");
+         // Shorter need not mean cut short: another shard (a valid.bin) copied over this one is too.
+         static_cast<uint64_t>(st.st_size) < expected
+             ? "size mismatch: the header describes another file; the .bin was cut short or replaced by another "
+               "shard, e.g. a valid.bin copied over a train.bin"
+             : "size mismatch: the header describes another file; the .bin was replaced by another shard");
   }
   void* map = ::mmap(nullptr, expected, PROT_READ, MAP_SHARED, fd, 0);
   int saved = errno;

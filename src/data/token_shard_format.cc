@@ -17,6 +17,7 @@ namespace {
 
 constexpr std::array<const char*, 8> kHeaderKeys = {"format",     "version",   "dtype",  "num_tokens",
                                                     "vocab_size", "tokenizer", "sha256", "documents"};
+constexpr const char* kIdentityKey = "tokenizer_identity";  // optional: older shards lack it
 
 bool ends_with(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -70,6 +71,7 @@ std::string token_shard_header_json(const TokenShardHeader& header) {
   json["tokenizer"] = header.tokenizer;
   json["sha256"] = header.sha256;
   json["documents"] = header.documents;
+  if (header.tokenizer_identity) json[kIdentityKey] = tokenizer_identity_json(*header.tokenizer_identity);
   return json.dump(2) + "\n";
 }
 
@@ -101,11 +103,12 @@ TokenShardHeader parse_token_shard_header(const std::string& text, const std::st
   }
   if (!json.is_object()) fail("token shard header {} is {}, expected a JSON object", json_path, json.type_name());
   for (auto it = json.begin(); it != json.end(); ++it) {
+    if (it.key() == kIdentityKey) continue;
     if (std::find_if(kHeaderKeys.begin(), kHeaderKeys.end(), [&](const char* k) { return it.key() == k; }) ==
         kHeaderKeys.end())
       fail(
           "token shard header {}: unknown key \"{}\" (expected format, version, dtype, num_tokens, vocab_size, "
-          "tokenizer, sha256, documents)",
+          "tokenizer, sha256, documents, tokenizer_identity)",
           json_path, it.key());
   }
   for (const char* key : kHeaderKeys)
@@ -146,6 +149,8 @@ TokenShardHeader parse_token_shard_header(const std::string& text, const std::st
     fail("token shard header {}: sha256 \"{}\" is not 64 lowercase hex digits", json_path, header.sha256);
   header.documents = integer_field(json, "documents", json_path);
   if (header.documents < 0) fail("token shard header {}: documents is {}, expected >= 0", json_path, header.documents);
+  if (json.contains(kIdentityKey))
+    header.tokenizer_identity = parse_tokenizer_identity(json[kIdentityKey], "token shard header " + json_path);
   return header;
 }
 

@@ -4,7 +4,9 @@
 //   <stem>.bin   raw little-endian token ids, uint16 when vocab_size <= 65536, else uint32;
 //   <stem>.json  {"format": "moe4d-tokens", "version": 1, "dtype": "uint16"|"uint32",
 //                 "num_tokens": N, "vocab_size": V, "tokenizer": "<spec>", "sha256": "<hex of .bin>",
-//                 "documents": D}
+//                 "documents": D, "tokenizer_identity": {"kind", "sha256", "vocab_size"}}
+// "tokenizer_identity" (data/tokenizer_identity.h) says which tokenizer made the ids; shards written
+// before moe4d recorded it lack the key and are still read (training warns that it cannot check them).
 // Documents are separated (and ended) by the tokenizer's end-of-sequence id. "tokenizer" is a
 // load_tokenizer() spec; a relative .model path is relative to the directory of the .json, so a
 // prepared directory can be moved as a whole.
@@ -13,7 +15,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+
+#include "data/tokenizer_identity.h"
 
 namespace moe4d {
 
@@ -42,13 +47,14 @@ struct TokenShardHeader {
   std::string tokenizer;  // as written in the header (not resolved against the directory)
   std::string sha256;     // lowercase hex of the .bin
   int64_t documents = 0;
+  std::optional<TokenizerIdentity> tokenizer_identity;  // empty: an older shard that records none
 };
 
 // Pretty-printed JSON text of the header, keys in the order listed above.
 std::string token_shard_header_json(const TokenShardHeader& header);
 
 // Reads and validates `json_path`: present, valid JSON, an object with exactly the keys above of the
-// right types, known format/version/dtype, num_tokens > 0, vocab_size that fits the dtype.
+// right types (tokenizer_identity optional), known format/version/dtype, num_tokens > 0, vocab_size that fits the dtype.
 // Throws moe4d::Error with one line naming the file and what was wrong.
 TokenShardHeader read_token_shard_header(const std::string& json_path);
 // The same checks on header text already read; `json_path` names it in messages.

@@ -20,10 +20,12 @@ int64_t checked_vocab(int64_t vocab_size, const std::string& path) {
 
 }  // namespace
 
-TokenShardWriter::TokenShardWriter(const std::string& path, int64_t vocab_size, std::string tokenizer_spec)
+TokenShardWriter::TokenShardWriter(const std::string& path, int64_t vocab_size, std::string tokenizer_spec,
+                                   std::optional<TokenizerIdentity> identity)
     : paths_(token_shard_paths(path)),
       vocab_size_(checked_vocab(vocab_size, path)),
       tokenizer_spec_(std::move(tokenizer_spec)),
+      identity_(std::move(identity)),
       dtype_(token_dtype_for_vocab(vocab_size)),
       bin_(paths_.bin) {}
 
@@ -60,14 +62,16 @@ TokenShardHeader TokenShardWriter::finish() {
   header.tokenizer = tokenizer_spec_;
   header.sha256 = sha_.hex_digest();
   header.documents = documents_;
+  header.tokenizer_identity = identity_;
   bin_.commit();
   write_file_atomically(paths_.json, token_shard_header_json(header));
   return header;
 }
 
 TokenShardHeader write_token_shard(const std::string& path, std::span<const int> ids, int64_t vocab_size,
-                                   const std::string& tokenizer_spec, int64_t documents) {
-  TokenShardWriter writer(path, vocab_size, tokenizer_spec);
+                                   const std::string& tokenizer_spec, int64_t documents,
+                                   std::optional<TokenizerIdentity> identity) {
+  TokenShardWriter writer(path, vocab_size, tokenizer_spec, std::move(identity));
   writer.append(ids);
   for (int64_t d = 0; d < documents; ++d) writer.end_document();
   return writer.finish();

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -19,9 +20,11 @@ namespace moe4d {
 
 class TokenShardWriter {
  public:
-  // `path`: the .bin, the .json or the stem. `tokenizer_spec` is stored verbatim in the header.
+  // `path`: the .bin, the .json or the stem. `tokenizer_spec` is stored verbatim in the header, and
+  // `identity` (which `moe4d prepare` always gives) as its "tokenizer_identity".
   // Throws moe4d::Error if vocab_size is not positive or the .bin cannot be created.
-  TokenShardWriter(const std::string& path, int64_t vocab_size, std::string tokenizer_spec);
+  TokenShardWriter(const std::string& path, int64_t vocab_size, std::string tokenizer_spec,
+                   std::optional<TokenizerIdentity> identity = std::nullopt);
 
   // Appends ids; throws moe4d::Error naming the shard for an id outside [0, vocab_size).
   void append(std::span<const int> ids);
@@ -37,6 +40,7 @@ class TokenShardWriter {
   TokenShardPaths paths_;
   int64_t vocab_size_;
   std::string tokenizer_spec_;
+  std::optional<TokenizerIdentity> identity_;
   TokenDType dtype_;
   AtomicFile bin_;
   Sha256 sha_;
@@ -48,6 +52,7 @@ class TokenShardWriter {
 
 // One-shot form of TokenShardWriter: writes `ids` holding `documents` documents.
 TokenShardHeader write_token_shard(const std::string& path, std::span<const int> ids, int64_t vocab_size,
-                                   const std::string& tokenizer_spec, int64_t documents);
+                                   const std::string& tokenizer_spec, int64_t documents,
+                                   std::optional<TokenizerIdentity> identity = std::nullopt);
 
 }  // namespace moe4d

@@ -99,4 +99,27 @@ std::unique_ptr<TokenSource> open_token_source(const std::string& path, TokenFor
   return std::make_unique<ConcatenatedTokenSource>(std::move(parts));
 }
 
+TokenSourceStats token_source_stats(const std::string& path, TokenFormat format, int64_t id_limit) {
+  TokenSourceStats stats;
+  auto add = [&](const std::string& shard) {
+    ++stats.files;
+    if (format == TokenFormat::kMegatron) {
+      const MegatronIndexedDataset dataset(shard, id_limit);
+      stats.tokens += dataset.num_tokens();
+      stats.documents += dataset.num_documents();
+    } else {
+      const TokenShardHeader header = read_token_shard_header(token_shard_paths(shard).json);
+      stats.tokens += header.num_tokens;
+      stats.documents += header.documents;
+    }
+  };
+  if (single_shard_exists(path, format)) {
+    add(path);
+    return stats;
+  }
+  const std::string stem = format == TokenFormat::kMegatron ? megatron_prefix(path) : token_shard_paths(path).stem;
+  for (int64_t i = 0; single_shard_exists(numbered_shard_stem(stem, i), format); ++i) add(numbered_shard_stem(stem, i));
+  return stats;
+}
+
 }  // namespace moe4d

@@ -64,4 +64,13 @@ std::string numbered_shard_stem(const std::string& stem, int64_t index);
 // the files looked for if nothing is there.
 std::unique_ptr<TokenSource> open_token_source(const std::string& path, TokenFormat format, int64_t id_limit);
 
+// Size of the tokens at `path` (as open_token_source finds them) from the headers alone (moe4d) or
+// the index (Megatron), without reading or verifying the tokens: for the start-of-run summary.
+struct TokenSourceStats {
+  int64_t files = 0;  // shards
+  int64_t tokens = 0;
+  int64_t documents = 0;
+};
+TokenSourceStats token_source_stats(const std::string& path, TokenFormat format, int64_t id_limit);
+
 }  // namespace moe4d

@@ -11,8 +11,12 @@ namespace moe4d {
 
 ValidationSplit::ValidationSplit(double fraction, int64_t min_valid, uint64_t seed)
     : fraction_(fraction), min_valid_(min_valid), key_(hash_combine(seed, hash_string("train/valid split"))) {
-  if (!(fraction > 0.0 && fraction < 1.0)) fail("prepare: valid fraction {} is outside (0, 1)", fraction);
-  if (min_valid < 1) fail("prepare: minimum validation documents {} must be >= 1", min_valid);
+  if (!(fraction >= 0.0 && fraction < 1.0)) fail("prepare: valid fraction {} is outside [0, 1)", fraction);
+  if (fraction == 0.0 && min_valid != 0)
+    fail("prepare: --min-valid-documents {} was given with --valid-fraction 0 (no validation split); expected one "
+         "of them",
+         min_valid);
+  if (fraction > 0.0 && min_valid < 1) fail("prepare: minimum validation documents {} must be >= 1", min_valid);
 }
 
 double ValidationSplit::draw(int64_t document) const {

@@ -71,10 +71,18 @@ class Attempt {
       if (exited && n == 0) break;
       if (exited) continue;  // drain the pipes
       const double now = unix_now();
-      if (stop && *stop && !stopping) {
+      // The first request becomes SIGUSR1 to mpirun, which forwards it to every rank and lets the
+      // job end by itself (a SIGTERM or SIGINT to mpirun would end the ranks a second later, exit 1);
+      // a second request ends the job.
+      if (stop && *stop >= 1 && !stopping) {
         stopping = true;
         *interrupted = true;
-        log_.line("interrupted: sending SIGTERM to mpirun (it forwards it to every rank)");
+        log_.line("stop requested: every rank finishes its step and writes a checkpoint (SIGUSR1 through mpirun); "
+                  "send the signal again to end the job at once");
+        ::kill(mpirun.pid(), SIGUSR1);
+      }
+      if (stop && *stop >= 2 && kill_at < 0) {
+        log_.line("second stop request: sending SIGTERM to mpirun");
         ::kill(mpirun.pid(), SIGTERM);
         kill_at = now + options_.kill_grace_s;
       }
@@ -122,6 +130,10 @@ class Attempt {
     const OutputLine line = parse_output_line(raw);
     parser_.feed(line);
     if (line.rank < 0) {  // mpirun's own words
+      if (line.text.rfind("mpirun: Forwarding signal", 0) == 0) {  // the stop request, announced above
+        log_.file_only(line.text);
+        return;
+      }
       std::fprintf(stderr, "%s\n", line.text.c_str());
       log_.file_only(line.text);
       return;
@@ -235,7 +247,8 @@ SupervisorResult supervise(const LaunchPlan& plan, const SupervisorOptions& opti
     result.exit_code = record.ok ? 0 : run.exit_code();
     result.attempts.push_back(record);
     if (record.ok) {
-      log.line(fmt::format("attempt {} finished (steps {}..{} seen on rank 0)", attempt, record.first_step,
+      log.line(fmt::format("attempt {} {} (steps {}..{} seen on rank 0)", attempt,
+                           result.interrupted ? "stopped on request" : "finished", record.first_step,
                            record.last_step));
       result.ok = true;
       break;

@@ -8,8 +8,10 @@
 // `kill_grace_s` later the supervisor sends it SIGTERM, then SIGKILL to its process group. A failed
 // attempt is logged with the rank, its host and why (signal, exit code, the rank's error line), and,
 // while restarts remain (torchrun's elastic agent: at most max_restarts), the job is started again
-// with `restart_command`, which resumes from the latest checkpoint. A SIGINT/SIGTERM to the launcher
-// (the `stop` flag) is forwarded to mpirun and ends supervision without a restart.
+// with `restart_command`, which resumes from the latest checkpoint. `*stop` counts the launcher's
+// stop requests (SIGINT/SIGTERM): the first is forwarded to the ranks as SIGUSR1 through mpirun
+// (each finishes its step, checkpoints and exits 0; the attempt then counts as ok), the second sends
+// mpirun SIGTERM (then SIGKILL after kill_grace_s); either way there is no restart.
 #pragma once
 
 #include <csignal>
@@ -63,7 +65,7 @@ struct AttemptRecord {
 struct SupervisorResult {
   std::vector<AttemptRecord> attempts;
   bool ok = false;
-  bool interrupted = false;
+  bool interrupted = false;  // a stop was requested (ok: the job then stopped cleanly)
   int exit_code = 1;  // 0 on success, else the last mpirun's exit code (128 + signal when killed)
 };
 

@@ -2,10 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "kernels/attention.h"
-#include "kernels/optimizer_kernels.h"
-#include "kernels/rmsnorm.h"
-#include "kernels/rope.h"
+#include "backend/backend.h"
 #include "model/block_matmul.h"
 #include "model/param_store.h"
 #include "model/sequence_shard.h"
@@ -60,8 +57,8 @@ void* AttentionBlock::forward(const float* x_in, float* x_out, BlockContext& ctx
 
   const float* xn = sp_norm_forward(ctx, s->xn, s->rstd, x_in, norm_id_, d);
   block_matmul_forward(ctx, {.labels = kQkvLabels, .weight_id = qkv_id_}, s->qkv, xn, T, d, lqkv);
-  rope_forward(s->qkv, ctx.rope, ctx.batch, local_heads_, local_kv_heads_);
-  attention_forward(s->attn, probs, s->qkv, ctx.batch, ctx.seq, local_heads_, local_kv_heads_, head_dim_);
+  ctx.backend().rope_forward(s->qkv, ctx.rope, ctx.batch, local_heads_, local_kv_heads_);
+  ctx.backend().attention_forward(s->attn, probs, s->qkv, ctx.batch, ctx.seq, local_heads_, local_kv_heads_, head_dim_);
   // Row-parallel W_o: each TP rank produces a partial sum of the output, summed over TP (all-reduce),
   // or under sequence parallelism summed and scattered along the sequence (reduce-scatter).
   float* partial = sharded ? ctx.scratch.alloc_f32(size_t(T) * d) : x_out;
@@ -70,7 +67,7 @@ void* AttentionBlock::forward(const float* x_in, float* x_out, BlockContext& ctx
     sp_reduce_scatter(ctx, partial, x_out, d);
   else if (ctx.pc.tp_size() > 1)
     ctx.pc.tp->all_reduce(x_out, size_t(T) * d);
-  axpy(x_out, x_in, 1.0f, int64_t(n) * d);
+  ctx.backend().axpy(x_out, x_in, 1.0f, int64_t(n) * d);
   return s;
 }
 
@@ -82,7 +79,7 @@ void AttentionBlock::backward(float* dx, const float* x_in, const void* saved, B
   if (!probs) {  // selective recompute: rebuild the attention probabilities
     float* p = ctx.scratch.alloc_f32(size_t(ctx.batch) * local_heads_ * ctx.seq * ctx.seq);
     float* discard = ctx.scratch.alloc_f32(size_t(T) * ld);
-    attention_forward(discard, p, s->qkv, ctx.batch, ctx.seq, local_heads_, local_kv_heads_, head_dim_);
+    ctx.backend().attention_forward(discard, p, s->qkv, ctx.batch, ctx.seq, local_heads_, local_kv_heads_, head_dim_);
     probs = p;
   }
   // The backward of the reduce-scatter is an all-gather of the output gradient.
@@ -91,9 +88,9 @@ void AttentionBlock::backward(float* dx, const float* x_in, const void* saved, B
   block_matmul_backward(ctx, {.labels = kOutLabels, .weight_id = out_id_}, dattn, dout, s->attn, T, ld, d, false);
   float* dqkv = ctx.scratch.alloc_f32(size_t(T) * lqkv);
   float* att_scratch = ctx.scratch.alloc_f32(size_t(ctx.seq) * ctx.seq);
-  attention_backward(dqkv, att_scratch, dattn, s->qkv, probs, ctx.batch, ctx.seq, local_heads_, local_kv_heads_,
-                     head_dim_);
-  rope_backward(dqkv, ctx.rope, ctx.batch, local_heads_, local_kv_heads_);
+  ctx.backend().attention_backward(dqkv, att_scratch, dattn, s->qkv, probs, ctx.batch, ctx.seq, local_heads_,
+                                   local_kv_heads_, head_dim_);
+  ctx.backend().rope_backward(dqkv, ctx.rope, ctx.batch, local_heads_, local_kv_heads_);
   float* dxn = ctx.scratch.alloc_f32(size_t(T) * d);
   block_matmul_backward(ctx, {.labels = kQkvLabels, .weight_id = qkv_id_}, dxn, dqkv, xn, T, d, lqkv, false);
   // Column-parallel W_qkv: the input gradient is a partial sum over TP ranks (reduce-scattered along

@@ -5,6 +5,9 @@
 // temporaries go to `scratch`, which the caller resets after each block call. Gradients of the
 // block's parameters are accumulated into the ParamStore (they sum over micro-batches).
 //
+// Kernels: every kernel of a block runs on the Backend of `numerics` (backend/backend.h), never a
+// free function of src/kernels; the Trainer owns that backend and the step executor hands it down.
+//
 // Precision: the blocks' weight GEMMs run in the precision `numerics` says (model/block_matmul.h,
 // docs/precision.md); norms, softmax, router, loss and the residual stream are always fp32.
 #pragma once
@@ -18,14 +21,15 @@
 
 namespace moe4d {
 
+class Backend;
 class ParamStore;
-class PrecisionGemm;
 class TensorInspector;
 struct RopeTable;
 
-// How the blocks compute their GEMMs. The default is the fp32 reference path with nothing watching.
+// Where and how the blocks compute. The default is this thread's CPU backend, fp32, nothing watching.
 struct BlockNumerics {
-  PrecisionGemm* gemm = nullptr;         // null: fp32 (OpenBLAS); else its type's 16-bit GEMMs (borrowed)
+  Backend* backend = nullptr;            // borrowed; null: this thread's CPU backend (thread_cpu_backend())
+  DType compute = DType::kF32;           // weight GEMMs: kF32, or kBF16 / kF16 (16-bit operands, fp32 sums)
   TensorInspector* inspector = nullptr;  // null: none; else sees every block GEMM tensor (borrowed)
 };
 
@@ -78,6 +82,8 @@ struct BlockContext {
   // to their parameter's owner once.
   bool grads_final = true;
 
+  // The backend every kernel of the blocks runs on (numerics.backend, or this thread's CPU backend).
+  Backend& backend() const;
   int tokens() const { return batch * seq; }
   bool sequence_sharded() const { return sequence_parallel && pc.tp_size() > 1; }
   int shard_tokens() const { return sequence_sharded() ? tokens() / pc.tp_size() : tokens(); }

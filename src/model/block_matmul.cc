@@ -3,8 +3,7 @@
 
 #include <optional>
 
-#include "kernels/gemm.h"
-#include "kernels/precision_gemm.h"
+#include "backend/cpu_backend.h"
 #include "model/param_store.h"
 
 namespace moe4d {
@@ -12,6 +11,11 @@ namespace {
 
 size_t weight_offset(const BlockGemm& g, int in_dim, int out_dim) {
   return g.local_expert >= 0 ? size_t(g.local_expert) * in_dim * out_dim : 0;
+}
+
+// The compute type of g's GEMMs: the step's, unless the GEMM stays fp32.
+DType compute_type(const BlockContext& ctx, const BlockGemm& g) {
+  return g.keep_fp32 ? DType::kF32 : ctx.numerics.compute;
 }
 
 TensorSite site(const BlockGemm& g, TensorRole role) {
@@ -22,7 +26,8 @@ void weight_grad(BlockContext& ctx, const BlockGemm& g, const float* dout, const
                  int out_dim) {
   const size_t offset = weight_offset(g, in_dim, out_dim);
   TensorInspector* inspector = ctx.numerics.inspector;
-  PrecisionGemm* half = g.keep_fp32 ? nullptr : ctx.numerics.gemm;
+  const DType compute = compute_type(ctx, g);
+  Backend& backend = ctx.backend();
   float* dw = g.weight_grad ? g.weight_grad : ctx.params.grad(g.weight_id) + offset;
   // dW[in, out] += in^T @ dout, or for a transposed weight dW[out, in] += dout^T @ in, on rows
   // [r0, r1) of dW. Never rounded: the gradient of an fp32 master weight accumulates in fp32.
@@ -34,10 +39,7 @@ void weight_grad(BlockContext& ctx, const BlockGemm& g, const float* dout, const
     const float* a = g.weight_transposed ? dout + r0 : in + r0;
     const int lda = g.weight_transposed ? out_dim : in_dim;
     const float* b = g.weight_transposed ? in : dout;
-    if (half)
-      half->gemm(true, false, m, row_len, n, 1.0f, a, lda, b, row_len, 1.0f, c, row_len);
-    else
-      gemm(true, false, m, row_len, n, 1.0f, a, lda, b, row_len, 1.0f, c, row_len);
+    backend.gemm(compute, true, false, m, row_len, n, 1.0f, a, lda, b, row_len, 1.0f, c, row_len, false);
   };
   if (g.weight_grad) {  // an expert replica slot's own buffer: no parameter range to report
     block(0, size_t(rows));
@@ -54,6 +56,8 @@ void weight_grad(BlockContext& ctx, const BlockGemm& g, const float* dout, const
 }
 
 }  // namespace
+
+Backend& BlockContext::backend() const { return numerics.backend ? *numerics.backend : thread_cpu_backend(); }
 
 ValueUse::ValueUse(BlockContext& ctx, int id) : ValueUse(ctx, id, 0, size_t(ctx.params.info(id).numel())) {}
 
@@ -94,13 +98,9 @@ void block_matmul_forward(BlockContext& ctx, const BlockGemm& g, float* out, con
   const float* w = g.weight ? g.weight : use->data();
   TensorInspector* inspector = ctx.numerics.inspector;
   if (inspector) inspector->on_operand(site(g, TensorRole::kForwardInput), in, int64_t(n) * in_dim);
-  PrecisionGemm* half = g.keep_fp32 ? nullptr : ctx.numerics.gemm;
   const int ldw = g.weight_transposed ? in_dim : out_dim;
-  if (half)
-    half->gemm(false, g.weight_transposed, n, out_dim, in_dim, 1.0f, in, in_dim, w, ldw, 0.0f, out, out_dim,
-               round_output);
-  else
-    gemm(false, g.weight_transposed, n, out_dim, in_dim, 1.0f, in, in_dim, w, ldw, 0.0f, out, out_dim);
+  ctx.backend().gemm(compute_type(ctx, g), false, g.weight_transposed, n, out_dim, in_dim, 1.0f, in, in_dim, w, ldw,
+                     0.0f, out, out_dim, round_output);
   if (inspector) inspector->on_result(site(g, TensorRole::kForwardOutput), out, int64_t(n) * out_dim);
 }
 
@@ -108,7 +108,6 @@ void block_matmul_backward(BlockContext& ctx, const BlockGemm& g, float* din, co
                            int n, int in_dim, int out_dim, bool accumulate_din) {
   const size_t offset = weight_offset(g, in_dim, out_dim);
   TensorInspector* inspector = ctx.numerics.inspector;
-  PrecisionGemm* half = g.keep_fp32 ? nullptr : ctx.numerics.gemm;
   if (inspector) inspector->on_operand(site(g, TensorRole::kOutputGradient), dout, int64_t(n) * out_dim);
   if (din != nullptr) {
     // din = dout @ W^T: W [in, out] is read transposed; a transposed weight [out, in] as stored.
@@ -118,10 +117,8 @@ void block_matmul_backward(BlockContext& ctx, const BlockGemm& g, float* din, co
     const bool trans_w = !g.weight_transposed;
     const int ldw = g.weight_transposed ? in_dim : out_dim;
     const float beta = accumulate_din ? 1.0f : 0.0f;
-    if (half)
-      half->gemm(false, trans_w, n, in_dim, out_dim, 1.0f, dout, out_dim, w, ldw, beta, din, in_dim, true);
-    else
-      gemm(false, trans_w, n, in_dim, out_dim, 1.0f, dout, out_dim, w, ldw, beta, din, in_dim);
+    ctx.backend().gemm(compute_type(ctx, g), false, trans_w, n, in_dim, out_dim, 1.0f, dout, out_dim, w, ldw, beta, din,
+                       in_dim, true);
     if (inspector) inspector->on_result(site(g, TensorRole::kInputGradient), din, int64_t(n) * in_dim);
   }
   if (in != nullptr) weight_grad(ctx, g, dout, in, n, in_dim, out_dim);

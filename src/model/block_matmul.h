@@ -1,10 +1,10 @@
 // model/block_matmul.h — the GEMMs of the transformer blocks, in the compute precision of the step.
 //
-// Every weight GEMM of the attention, FFN, MoE and head blocks goes through this pair, which reads
-// BlockContext::numerics:
-//   gemm == null  — fp32 through moe4d::gemm, exactly the calls of kernels/gemm.h's matmul pair
-//                   (the reference path; bit-identical to the code before mixed precision);
-//   gemm != null  — its type's 16-bit GEMM (kernels/precision_gemm.h): operands rounded to 16 bit,
+// Every weight GEMM of the attention, FFN, MoE and head blocks goes through this pair, which runs
+// Backend::gemm on ctx.backend() in the compute type of BlockContext::numerics:
+//   kF32          — fp32 (on the CPU backend OpenBLAS sgemm, exactly the calls of kernels/gemm.h's
+//                   matmul pair: the reference path, bit-identical to the code before mixed precision);
+//   kBF16 / kF16  — that type's 16-bit GEMM (kernels/precision_gemm.h): operands rounded to 16 bit,
 //                   fp32 accumulation. Forward outputs are rounded to 16 bit when they are stored
 //                   activations (round_output), input gradients always (they are 16-bit
 //                   activation gradients in a real mixed-precision backward), weight gradients

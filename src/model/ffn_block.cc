@@ -1,12 +1,10 @@
 #include "model/ffn_block.h"
 
-#include <cmath>
-
 #include <fmt/format.h>
 
-#include "kernels/optimizer_kernels.h"
-#include "kernels/rmsnorm.h"
-#include "kernels/swiglu.h"
+#include <cmath>
+
+#include "backend/backend.h"
 #include "model/block_matmul.h"
 #include "model/param_store.h"
 #include "model/sequence_shard.h"
@@ -55,14 +53,14 @@ void* FfnBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
   const float* xn = sp_norm_forward(ctx, s->xn, s->rstd, x_in, norm_id_, d);
   block_matmul_forward(ctx, {.labels = kW1Labels, .weight_id = w1_id_}, s->h1, xn, T, d, f);
   block_matmul_forward(ctx, {.labels = kW3Labels, .weight_id = w3_id_}, s->h3, xn, T, d, f);
-  swiglu_forward(g, s->h1, s->h3, int64_t(T) * f);
+  ctx.backend().swiglu_forward(g, s->h1, s->h3, int64_t(T) * f);
   float* partial = sharded ? ctx.scratch.alloc_f32(size_t(T) * d) : x_out;
   block_matmul_forward(ctx, {.labels = kW2Labels, .weight_id = w2_id_}, partial, g, T, f, d);
   if (sharded)
     sp_reduce_scatter(ctx, partial, x_out, d);
   else if (ctx.pc.tp_size() > 1)
     ctx.pc.tp->all_reduce(x_out, size_t(T) * d);
-  axpy(x_out, x_in, 1.0f, int64_t(n) * d);
+  ctx.backend().axpy(x_out, x_in, 1.0f, int64_t(n) * d);
   return s;
 }
 
@@ -72,7 +70,7 @@ void FfnBlock::backward(float* dx, const float* x_in, const void* saved, BlockCo
   const float* g = s->g;
   if (!g) {  // selective recompute: rebuild the gated activation
     float* rebuilt = ctx.scratch.alloc_f32(size_t(T) * f);
-    swiglu_forward(rebuilt, s->h1, s->h3, int64_t(T) * f);
+    ctx.backend().swiglu_forward(rebuilt, s->h1, s->h3, int64_t(T) * f);
     g = rebuilt;
   }
   const auto [dout, xn] = sp_gather_backward_inputs(ctx, dx, s->xn, d);
@@ -80,7 +78,7 @@ void FfnBlock::backward(float* dx, const float* x_in, const void* saved, BlockCo
   block_matmul_backward(ctx, {.labels = kW2Labels, .weight_id = w2_id_}, dg, dout, g, T, f, d, false);
   float* dh1 = ctx.scratch.alloc_f32(size_t(T) * f);
   float* dh3 = ctx.scratch.alloc_f32(size_t(T) * f);
-  swiglu_backward(dh1, dh3, dg, s->h1, s->h3, int64_t(T) * f);
+  ctx.backend().swiglu_backward(dh1, dh3, dg, s->h1, s->h3, int64_t(T) * f);
   float* dxn = ctx.scratch.alloc_f32(size_t(T) * d);
   // Weight gradients in reverse flat order (w2, w3, w1, norm), so that ZeRO's buckets fill and are
   // reduced one after another (model/layer_hooks.h); the input gradient sums dh1 W1^T + dh3 W3^T as before.

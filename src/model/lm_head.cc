@@ -1,11 +1,8 @@
 #include "model/lm_head.h"
 
 #include <cmath>
-#include <cstring>
 
-#include "kernels/cross_entropy.h"
-#include "kernels/embedding.h"
-#include "kernels/rmsnorm.h"
+#include "backend/backend.h"
 #include "model/block_matmul.h"
 #include "model/param_store.h"
 #include "model/sequence_shard.h"
@@ -41,11 +38,11 @@ void TokenEmbedding::forward(const int* tokens, float* out, BlockContext& ctx) c
   // sequence parallelism summed and scattered along the sequence (Megatron's reduce-scatter).
   if (ctx.sequence_sharded()) {
     float* partial = ctx.scratch.alloc_f32(size_t(T) * hidden_);
-    embedding_forward(partial, ValueUse(ctx, id_).data(), tokens, T, hidden_, vocab_start_, vocab_local_);
+    ctx.backend().embedding_forward(partial, ValueUse(ctx, id_).data(), tokens, T, hidden_, vocab_start_, vocab_local_);
     sp_reduce_scatter(ctx, partial, out, hidden_);
     return;
   }
-  embedding_forward(out, ValueUse(ctx, id_).data(), tokens, T, hidden_, vocab_start_, vocab_local_);
+  ctx.backend().embedding_forward(out, ValueUse(ctx, id_).data(), tokens, T, hidden_, vocab_start_, vocab_local_);
   if (ctx.pc.tp_size() > 1) ctx.pc.tp->all_reduce(out, size_t(T) * hidden_);
 }
 
@@ -60,8 +57,8 @@ void TokenEmbedding::backward(const int* tokens, const float* dout, BlockContext
   // its tokens only (the same additions in the same order as one call) and is reported at once.
   float* table = ctx.params.grad(id_);
   for_each_grad_block(ctx, id_, 0, size_t(vocab_local_), size_t(hidden_), true, [&](size_t r0, size_t r1) {
-    embedding_backward(table + r0 * size_t(hidden_), full, tokens, ctx.tokens(), hidden_, vocab_start_ + int(r0),
-                       int(r1 - r0));
+    ctx.backend().embedding_backward(table + r0 * size_t(hidden_), full, tokens, ctx.tokens(), hidden_,
+                                     vocab_start_ + int(r0), int(r1 - r0));
   });
 }
 
@@ -95,7 +92,7 @@ void* LmHead::forward(const float* x, const int* targets, BlockContext& ctx, Hea
   s->logits = keep.alloc_f32(size_t(T) * V);
   s->max = keep.alloc_f32(T);
   s->sumexp = keep.alloc_f32(T);
-  rmsnorm_forward(s->xn, s->rstd, x, ValueUse(ctx, norm_id_).data(), n, d, float(ctx.model.norm_eps));
+  ctx.backend().rmsnorm_forward(s->xn, s->rstd, x, ValueUse(ctx, norm_id_).data(), n, d, float(ctx.model.norm_eps));
   // The final norm runs on the sequence shard; the vocab-parallel head sees the gathered sequence (as
   // Megatron's output layer), so the loss and its three all-reduces are those of the TP run.
   const float* xn = s->xn;
@@ -107,22 +104,23 @@ void* LmHead::forward(const float* x, const int* targets, BlockContext& ctx, Hea
   project(xn, s->logits, T, ctx);
 
   Communicator* tp = ctx.pc.tp_size() > 1 ? ctx.pc.tp.get() : nullptr;
-  ce_row_max(s->max, s->logits, T, V);
+  ctx.backend().ce_row_max(s->max, s->logits, T, V);
   if (tp) tp->all_reduce(s->max, T, ReduceOp::kMax);
-  ce_row_sumexp(s->sumexp, s->logits, s->max, T, V);
+  ctx.backend().ce_row_sumexp(s->sumexp, s->logits, s->max, T, V);
   float* target_logit = ctx.scratch.alloc_f32(T);
-  ce_target_logit(target_logit, s->logits, targets, T, V, vocab_start_);
+  ctx.backend().ce_target_logit(target_logit, s->logits, targets, T, V, vocab_start_);
   if (tp) {  // one all-reduce for both sums
     float* both = ctx.scratch.alloc_f32(2 * size_t(T));
-    std::memcpy(both, s->sumexp, sizeof(float) * T);
-    std::memcpy(both + T, target_logit, sizeof(float) * T);
+    ctx.backend().copy(both, s->sumexp, sizeof(float) * T);
+    ctx.backend().copy(both + T, target_logit, sizeof(float) * T);
     tp->all_reduce(both, 2 * size_t(T));
-    std::memcpy(s->sumexp, both, sizeof(float) * T);
-    std::memcpy(target_logit, both + T, sizeof(float) * T);
+    ctx.backend().copy(s->sumexp, both, sizeof(float) * T);
+    ctx.backend().copy(target_logit, both + T, sizeof(float) * T);
   }
   float* loss = ctx.scratch.alloc_f32(T);
-  ce_loss(loss, s->max, s->sumexp, target_logit, T);
+  ctx.backend().ce_loss(loss, s->max, s->sumexp, target_logit, T);
   if (out) {
+    ctx.backend().synchronize();  // the host reads the per-token losses
     double sum = 0;
     for (int t = 0; t < T; ++t) sum += loss[t];
     out->loss_sum += sum;
@@ -142,7 +140,7 @@ void LmHead::backward(float* dx, const float* x, const int* targets, const void*
     xn = full;
   }
   // d(grad_scale * mean CE) / d logits, in place over the saved logits (they are not needed again).
-  ce_backward(s->logits, s->logits, s->max, s->sumexp, targets, ctx.grad_scale / T, T, V, vocab_start_);
+  ctx.backend().ce_backward(s->logits, s->logits, s->max, s->sumexp, targets, ctx.grad_scale / T, T, V, vocab_start_);
   const float* dlogits = s->logits;
   float* dxn = ctx.scratch.alloc_f32(size_t(T) * d);
   // Tied: logits = xn W^T with W [V, d]: dxn = dlogits W, dW += dlogits^T xn.
@@ -155,7 +153,7 @@ void LmHead::backward(float* dx, const float* x, const int* targets, const void*
   } else if (ctx.pc.tp_size() > 1) {
     ctx.pc.tp->all_reduce(dxn, size_t(T) * d);
   }
-  std::memset(dx, 0, sizeof(float) * size_t(n) * d);
+  ctx.backend().zero(dx, sizeof(float) * size_t(n) * d);
   sp_norm_backward(ctx, dx, norm_id_, dxn, x, s->rstd, d);
   grad_ready(ctx, norm_id_);
 }
@@ -164,23 +162,23 @@ void LmHead::logits_at(const float* x, int position, float* out, BlockContext& c
   const int B = ctx.batch, S = ctx.seq, d = hidden_, V = vocab_local_;
   MOE4D_CHECK(position >= 0 && position < S);
   float* last = ctx.scratch.alloc_f32(size_t(B) * d);
-  for (int b = 0; b < B; ++b)
-    std::memcpy(last + size_t(b) * d, x + (size_t(b) * S + position) * d, sizeof(float) * d);
+  ctx.backend().copy_rows(last, sizeof(float) * d, x + size_t(position) * d, sizeof(float) * size_t(S) * d,
+                          sizeof(float) * d, size_t(B));
   float* rstd = ctx.scratch.alloc_f32(B);
   float* xn = ctx.scratch.alloc_f32(size_t(B) * d);
-  rmsnorm_forward(xn, rstd, last, ValueUse(ctx, norm_id_).data(), B, d, float(ctx.model.norm_eps));
+  ctx.backend().rmsnorm_forward(xn, rstd, last, ValueUse(ctx, norm_id_).data(), B, d, float(ctx.model.norm_eps));
   float* local = ctx.scratch.alloc_f32(size_t(B) * V);
   project(xn, local, B, ctx);
   if (ctx.pc.tp_size() == 1) {
-    std::memcpy(out, local, sizeof(float) * size_t(B) * V);
+    ctx.backend().copy(out, local, sizeof(float) * size_t(B) * V);
     return;
   }
   // Gather the vocab shards: gathered[r][b][v] -> out[b][r * V + v].
   float* gathered = ctx.scratch.alloc_f32(size_t(ctx.pc.tp_size()) * B * V);
   ctx.pc.tp->all_gather(local, gathered, size_t(B) * V, DType::kF32);
   for (int r = 0; r < ctx.pc.tp_size(); ++r)
-    for (int b = 0; b < B; ++b)
-      std::memcpy(out + size_t(b) * vocab_ + size_t(r) * V, gathered + (size_t(r) * B + b) * V, sizeof(float) * V);
+    ctx.backend().copy_rows(out + size_t(r) * V, sizeof(float) * vocab_, gathered + size_t(r) * B * V,
+                            sizeof(float) * V, sizeof(float) * V, size_t(B));
 }
 
 }  // namespace moe4d

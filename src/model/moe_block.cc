@@ -2,18 +2,14 @@
 // pipeline, per-expert SwiGLU GEMMs and the weighted combine (see the header for the layout).
 #include "model/moe_block.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <utility>
 
-#include <fmt/format.h>
-
-#include "kernels/moe_dispatch.h"
-#include "kernels/optimizer_kernels.h"
-#include "kernels/router.h"
-#include "kernels/swiglu.h"
+#include "backend/backend.h"
 #include "model/block_matmul.h"
 #include "model/param_store.h"
 #include "model/sequence_shard.h"
@@ -120,10 +116,10 @@ void MoeBlock::shared_forward(const float* xn, float* h1, float* h3, float* g, f
   const int d = hidden_, f = local_shared_ffn_;
   block_matmul_forward(ctx, {.labels = kSharedW1Labels, .weight_id = shared_w1_id_}, h1, xn, T, d, f);
   block_matmul_forward(ctx, {.labels = kSharedW3Labels, .weight_id = shared_w3_id_}, h3, xn, T, d, f);
-  swiglu_forward(g, h1, h3, int64_t(T) * f);
+  ctx.backend().swiglu_forward(g, h1, h3, int64_t(T) * f);
   float* y = ctx.scratch.alloc_f32(size_t(T) * d);
   block_matmul_forward(ctx, {.labels = kSharedW2Labels, .weight_id = shared_w2_id_}, y, g, T, f, d);
-  axpy(x_out, y, 1.0f, int64_t(T) * d);
+  ctx.backend().axpy(x_out, y, 1.0f, int64_t(T) * d);
 }
 
 void MoeBlock::shared_backward(const float* dout, const float* xn, const float* h1, const float* h3, const float* g,
@@ -131,14 +127,14 @@ void MoeBlock::shared_backward(const float* dout, const float* xn, const float* 
   const int d = hidden_, f = local_shared_ffn_;
   if (!g) {  // selective recompute: rebuild the gated activation
     float* rebuilt = ctx.scratch.alloc_f32(size_t(T) * f);
-    swiglu_forward(rebuilt, h1, h3, int64_t(T) * f);
+    ctx.backend().swiglu_forward(rebuilt, h1, h3, int64_t(T) * f);
     g = rebuilt;
   }
   float* dg = ctx.scratch.alloc_f32(size_t(T) * f);
   block_matmul_backward(ctx, {.labels = kSharedW2Labels, .weight_id = shared_w2_id_}, dg, dout, g, T, f, d, false);
   float* dh1 = ctx.scratch.alloc_f32(size_t(T) * f);
   float* dh3 = ctx.scratch.alloc_f32(size_t(T) * f);
-  swiglu_backward(dh1, dh3, dg, h1, h3, int64_t(T) * f);
+  ctx.backend().swiglu_backward(dh1, dh3, dg, h1, h3, int64_t(T) * f);
   // Weight gradients in reverse flat order (w2, w3, w1), as in the dense FFN (ffn_block.cc).
   block_matmul_backward(ctx, {.labels = kSharedW1Labels, .weight_id = shared_w1_id_}, dxn, dh1, nullptr, T, d, f, true);
   block_matmul_backward(ctx, {.labels = kSharedW3Labels, .weight_id = shared_w3_id_}, dxn, dh3, xn, T, d, f, true);
@@ -177,7 +173,7 @@ void MoeBlock::experts_forward(const ExchangeSlice& slice, const float* xr, floa
     block_matmul_forward(ctx, w, h3 + r * f, xr + r * d, n, d, f);
   });
   experts_sweep(slice, 2, ctx, [&](const BlockGemm& w, size_t r, int n) {
-    swiglu_forward(g + r * f, h1 + r * f, h3 + r * f, int64_t(n) * f);
+    ctx.backend().swiglu_forward(g + r * f, h1 + r * f, h3 + r * f, int64_t(n) * f);
     block_matmul_forward(ctx, w, yr + r * d, g + r * f, n, f, d);
   });
 }
@@ -188,7 +184,7 @@ void MoeBlock::experts_backward_inputs(const ExchangeSlice& slice, const float* 
   // Per weight, as in experts_forward; each expert's rows still get w1's input gradient, then w3's.
   experts_sweep(slice, 2, ctx, [&](const BlockGemm& w, size_t r, int n) {
     block_matmul_backward(ctx, w, dg + r * f, dyr + r * d, nullptr, n, f, d, false);
-    swiglu_backward(dh1 + r * f, dh3 + r * f, dg + r * f, h1 + r * f, h3 + r * f, int64_t(n) * f);
+    ctx.backend().swiglu_backward(dh1 + r * f, dh3 + r * f, dg + r * f, h1 + r * f, h3 + r * f, int64_t(n) * f);
   });
   experts_sweep(slice, 0, ctx, [&](const BlockGemm& w, size_t r, int n) {
     block_matmul_backward(ctx, w, dxr + r * d, dh1 + r * f, nullptr, n, d, f, false);
@@ -271,13 +267,13 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
   block_matmul_forward(ctx, {.labels = kRouterLabels, .weight_id = router_id_, .keep_fp32 = true}, logits, s->xn, n,
                        d, E);
   const bool use_bias = std::any_of(router_bias_.begin(), router_bias_.end(), [](float b) { return b != 0.0f; });
-  router_forward(s->probs, s->lse, s->my_idx, s->my_w, logits, use_bias ? router_bias_.data() : nullptr, n, E, k,
-                 scoring_);
+  ctx.backend().router_forward(s->probs, s->lse, s->my_idx, s->my_w, logits, use_bias ? router_bias_.data() : nullptr,
+                               n, E, k, scoring_);
   if (sharded) {
     sp_all_gather_rows(ctx, s->my_idx, s->topk_idx, k, DType::kI32);
     sp_all_gather(ctx, s->my_w, s->topk_w, k);
   }
-  router_expert_counts(s->counts, s->topk_idx, T, E, k);
+  ctx.backend().router_expert_counts(s->counts, s->topk_idx, T, E, k);
   // Replica weights (once per step) travel while the rows are planned and dispatched, unless the
   // trainer's prefetch already started them (waited for before the GEMMs). When this call starts the
   // fetch it copies the home weights, which ZeRO-3 gathers for it (model/layer_hooks.h).
@@ -288,8 +284,8 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
 
   int* expert_offsets = ctx.scratch.alloc_i32(E + 1);
   int* plan_scratch = ctx.scratch.alloc_i32(size_t(T) * k);
-  const int rows = moe_route_plan(expert_offsets, s->row_slot, s->slot_row, plan_scratch, s->topk_idx, s->topk_w, T,
-                                  E, k, capacity(T));
+  const int rows = ctx.backend().moe_route_plan(expert_offsets, s->row_slot, s->slot_row, plan_scratch, s->topk_idx,
+                                                s->topk_w, T, E, k, capacity(T));
   if (replicas_) {  // rows of each logical expert split over its copies: the token layout by physical slot
     const int S = replicas_->placement().slots();
     int* slot_offsets = ctx.scratch.alloc_i32(S + 1);
@@ -304,7 +300,7 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
   // Token rows grouped by expert, then moved to the ranks holding those experts.
   s->xr = keep.alloc_f32(size_t(R) * d);
   float* xp = expert_parallel ? ctx.scratch.alloc_f32(size_t(rows) * d) : s->xr;
-  moe_permute_forward(xp, xn, s->row_slot, rows, k, d);
+  ctx.backend().moe_permute_forward(xp, xn, s->row_slot, rows, k, d);
 
   s->h1 = keep.alloc_f32(size_t(R) * f);
   s->h3 = keep.alloc_f32(size_t(R) * f);
@@ -328,7 +324,7 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
   }
   returning.finish_all();
   float* partial = sharded ? ctx.scratch.alloc_f32(size_t(T) * d) : x_out;
-  moe_unpermute_forward(partial, s->y, s->slot_row, s->topk_w, T, k, d);
+  ctx.backend().moe_unpermute_forward(partial, s->y, s->slot_row, s->topk_w, T, k, d);
   if (local_shared_ffn_ > 0) {
     const size_t size = size_t(T) * local_shared_ffn_;
     s->sh1 = keep.alloc_f32(size);
@@ -342,9 +338,10 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
     sp_reduce_scatter(ctx, partial, x_out, d);
   else if (ctx.pc.tp_size() > 1)
     ctx.pc.tp->all_reduce(x_out, size_t(T) * d);
-  axpy(x_out, x_in, 1.0f, int64_t(n) * d);
+  ctx.backend().axpy(x_out, x_in, 1.0f, int64_t(n) * d);
 
   if (ctx.moe_stats) {
+    ctx.backend().synchronize();  // the host reads the routing counts
     MoeLayerStats* st = nullptr;
     for (MoeLayerStats& candidate : *ctx.moe_stats)
       if (candidate.layer == layer_) st = &candidate;
@@ -354,7 +351,8 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
     st->dropped_slots += double(T) * k - rows;
     // This rank's rows' shares of the losses (all of them without a shard), summed over TP so that
     // every TP rank records the TP run's values.
-    double losses[2] = {router_aux_loss(s->probs, s->counts, n, E, k, scoring_, T), router_z_loss(s->lse, n, T)};
+    double losses[2] = {ctx.backend().router_aux_loss(s->probs, s->counts, n, E, k, scoring_, T),
+                        ctx.backend().router_z_loss(s->lse, n, T)};
     if (sharded) ctx.pc.tp->all_reduce(losses, 2, DType::kF64);
     st->aux_loss += losses[0];
     st->z_loss += losses[1];
@@ -388,7 +386,7 @@ void MoeBlock::backward(float* dx, const float* x_in, const void* saved, BlockCo
   // Combine backward: gradients of the expert outputs and of the router weights.
   float* dy = ctx.scratch.alloc_f32(size_t(rows) * d);
   float* dtopk_w = ctx.scratch.alloc_f32(size_t(T) * k);
-  moe_unpermute_backward(dy, dtopk_w, dout, s->y, s->slot_row, s->topk_w, T, k, d);
+  ctx.backend().moe_unpermute_backward(dy, dtopk_w, dout, s->y, s->slot_row, s->topk_w, T, k, d);
   // y holds TP partial sums, so each rank's dot products are partial too. Summed over TP, and under
   // sequence parallelism only this rank's routed rows are kept (the backward of the gather).
   float* my_dtopk_w = dtopk_w;
@@ -420,15 +418,15 @@ void MoeBlock::backward(float* dx, const float* x_in, const void* saved, BlockCo
   const float* g = s->g;
   if (!g) {
     float* rebuilt = ctx.scratch.alloc_f32(size_t(R) * f);
-    swiglu_forward(rebuilt, s->h1, s->h3, int64_t(R) * f);
+    ctx.backend().swiglu_forward(rebuilt, s->h1, s->h3, int64_t(R) * f);
     g = rebuilt;
   }
   experts_backward_weights(plan, s->xr, g, dyr, dh1, dh3, ctx);
   returning.finish_all();
 
   float* dxn = ctx.scratch.alloc_f32(size_t(T) * d);
-  std::memset(dxn, 0, sizeof(float) * size_t(T) * d);
-  moe_permute_backward(dxn, dxp, s->row_slot, rows, k, d);
+  ctx.backend().zero(dxn, sizeof(float) * size_t(T) * d);
+  ctx.backend().moe_permute_backward(dxn, dxp, s->row_slot, rows, k, d);
   if (local_shared_ffn_ > 0) shared_backward(dout, xn, s->sh1, s->sh3, s->sg, dxn, T, ctx);
   // The expert paths' input gradient is a TP partial sum; the router's (below) is not.
   float* dxn_mine = sp_reduce_input_gradient(ctx, dxn, d);
@@ -436,14 +434,14 @@ void MoeBlock::backward(float* dx, const float* x_in, const void* saved, BlockCo
   // The router's backward on the rows it routed: with the counts and token count of all T tokens,
   // a shard's dlogits are the whole micro-batch's loss gradient on its rows (kernels/router.h).
   float* dlogits = ctx.scratch.alloc_f32(size_t(n) * E);
-  router_backward(dlogits, my_dtopk_w, s->probs, s->lse, s->my_idx, s->my_w, s->counts, n, E, k,
-                  aux_coeff_ * ctx.grad_scale, z_coeff_ * ctx.grad_scale, scoring_, s->logits, T);
+  ctx.backend().router_backward(dlogits, my_dtopk_w, s->probs, s->lse, s->my_idx, s->my_w, s->counts, n, E, k,
+                                aux_coeff_ * ctx.grad_scale, z_coeff_ * ctx.grad_scale, scoring_, s->logits, T);
   if (sharded) {
     // Its input gradient is complete on this rank's rows; its weight gradient covers only this
     // rank's tokens, so it is summed over TP like the norm weights' (model/sequence_shard.h).
     const size_t numel = size_t(d) * E;
     float* dw = ctx.scratch.alloc_f32(numel);
-    std::memset(dw, 0, sizeof(float) * numel);
+    ctx.backend().zero(dw, sizeof(float) * numel);
     const BlockGemm router{.labels = kRouterLabels, .weight_id = router_id_, .keep_fp32 = true, .weight_grad = dw};
     block_matmul_backward(ctx, router, dxn_mine, dlogits, s->xn, n, d, E, true);
     sp_add_shard_weight_grad(ctx, router_id_, dw);

@@ -1,10 +1,7 @@
 // model/sequence_shard.cc — sequence-parallel gather / reduce-scatter along the sequence.
 #include "model/sequence_shard.h"
 
-#include <cstring>
-
-#include "kernels/optimizer_kernels.h"
-#include "kernels/rmsnorm.h"
+#include "backend/backend.h"
 #include "model/block_matmul.h"
 #include "model/param_store.h"
 
@@ -17,19 +14,17 @@ namespace {
 void rank_major_to_tokens(const BlockContext& ctx, const void* blocks, void* tokens, size_t row_bytes) {
   const int t = ctx.pc.tp_size(), B = ctx.batch, s = ctx.seq / t;
   const size_t piece = size_t(s) * row_bytes;
-  for (int r = 0; r < t; ++r)
-    for (int b = 0; b < B; ++b)
-      std::memcpy(static_cast<char*>(tokens) + (size_t(b) * ctx.seq + size_t(r) * s) * row_bytes,
-                  static_cast<const char*>(blocks) + (size_t(r) * B + b) * piece, piece);
+  for (int r = 0; r < t; ++r)  // B rows of `piece` bytes: sequence b's slice r
+    ctx.backend().copy_rows(static_cast<char*>(tokens) + size_t(r) * s * row_bytes, size_t(ctx.seq) * row_bytes,
+                            static_cast<const char*>(blocks) + size_t(r) * B * piece, piece, piece, size_t(B));
 }
 
 void tokens_to_rank_major(const BlockContext& ctx, const float* tokens, float* blocks, int d) {
   const int t = ctx.pc.tp_size(), B = ctx.batch, s = ctx.seq / t;
   const size_t piece = size_t(s) * d;
   for (int r = 0; r < t; ++r)
-    for (int b = 0; b < B; ++b)
-      std::memcpy(blocks + (size_t(r) * B + b) * piece, tokens + (size_t(b) * ctx.seq + size_t(r) * s) * d,
-                  sizeof(float) * piece);
+    ctx.backend().copy_rows(blocks + size_t(r) * B * piece, sizeof(float) * piece, tokens + size_t(r) * s * d,
+                            sizeof(float) * size_t(ctx.seq) * d, sizeof(float) * piece, size_t(B));
 }
 
 }  // namespace
@@ -62,7 +57,7 @@ void sp_reduce_scatter(BlockContext& ctx, const float* partial, float* shard, in
 
 const float* sp_norm_forward(BlockContext& ctx, float* xn, float* rstd, const float* x, int norm_id, int d) {
   const int n = ctx.shard_tokens();
-  rmsnorm_forward(xn, rstd, x, ValueUse(ctx, norm_id).data(), n, d, float(ctx.model.norm_eps));
+  ctx.backend().rmsnorm_forward(xn, rstd, x, ValueUse(ctx, norm_id).data(), n, d, float(ctx.model.norm_eps));
   if (!ctx.sequence_sharded()) return xn;
   float* full = ctx.scratch.alloc_f32(size_t(ctx.tokens()) * d);
   sp_all_gather(ctx, xn, full, d);
@@ -75,12 +70,12 @@ void sp_norm_backward(BlockContext& ctx, float* dx, int norm_id, const float* do
   const ValueUse use(ctx, norm_id);
   const float* w = use.data();
   if (!ctx.sequence_sharded()) {
-    rmsnorm_backward(dx, ctx.params.grad(norm_id), dout, x, w, rstd, n, d);
+    ctx.backend().rmsnorm_backward(dx, ctx.params.grad(norm_id), dout, x, w, rstd, n, d);
     return;
   }
   float* dw = ctx.scratch.alloc_f32(d);
-  std::memset(dw, 0, sizeof(float) * d);
-  rmsnorm_backward(dx, dw, dout, x, w, rstd, n, d);
+  ctx.backend().zero(dw, sizeof(float) * d);
+  ctx.backend().rmsnorm_backward(dx, dw, dout, x, w, rstd, n, d);
   sp_add_shard_weight_grad(ctx, norm_id, dw);
 }
 
@@ -89,7 +84,7 @@ void sp_add_shard_weight_grad(BlockContext& ctx, int id, float* dw) {
   // micro-batches is already complete on every rank).
   const size_t numel = size_t(ctx.params.info(id).numel());
   ctx.pc.tp->all_reduce(dw, numel);
-  axpy(ctx.params.grad(id), dw, 1.0f, int64_t(numel));
+  ctx.backend().axpy(ctx.params.grad(id), dw, 1.0f, int64_t(numel));
 }
 
 float* sp_reduce_input_gradient(BlockContext& ctx, float* dxn, int d) {

@@ -1,7 +1,6 @@
 #include "model/transformer.h"
 
-#include <cstring>
-
+#include "backend/backend.h"
 #include "model/param_store.h"
 
 namespace moe4d {
@@ -77,7 +76,7 @@ void Transformer::run_forward(const ChunkSpec& spec, const int* tokens, const in
     embedding_->forward(tokens, state.residual[0], ctx);
     leave(-1, false);
   } else {
-    std::memcpy(state.residual[0], x_in, sizeof(float) * width);
+    ctx.backend().copy(state.residual[0], x_in, sizeof(float) * width);
   }
   for (int i = 0; i < n; ++i) {
     const Layer& layer = *layers_[layer_index_[spec.first_layer + i]];
@@ -133,7 +132,7 @@ void Transformer::backward(int c, const float* dx_out, float* dx_in, MicroBatchS
     leave(model_.num_layers, true);
     if (on_ready) on_ready(model_.num_layers);
   } else {
-    std::memcpy(dx, dx_out, sizeof(float) * width);
+    ctx.backend().copy(dx, dx_out, sizeof(float) * width);
   }
   for (int i = n - 1; i >= 0; --i) {
     const Layer& layer = *layers_[layer_index_[spec.first_layer + i]];
@@ -165,7 +164,7 @@ void Transformer::backward(int c, const float* dx_out, float* dx_in, MicroBatchS
     leave(-1, true);
     if (on_ready) on_ready(-1);
   } else {
-    std::memcpy(dx_in, dx, sizeof(float) * width);
+    ctx.backend().copy(dx_in, dx, sizeof(float) * width);
   }
   state.arena.reset();
 }

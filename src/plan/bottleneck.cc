@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "plan/fit_changes.h"
 #include "plan/search.h"
 
 namespace moe4d {
@@ -18,7 +19,7 @@ std::string span_words(const char* what, const GroupSpan& span) {
   return fmt::format("the {} group crosses nodes ({} ranks over {} nodes)", what, span.size, span.nodes);
 }
 
-std::string memory_sentence(const Evaluation& e) {
+std::string memory_sentence(const PlanContext& ctx, const Evaluation& e) {
   const MemoryBreakdown& m = e.memory;
   const Layout& l = e.layout;
   struct Part {
@@ -41,8 +42,9 @@ std::string memory_sentence(const Evaluation& e) {
   const Part* worst = &parts[0];
   for (const Part& p : parts)
     if (p.bytes > worst->bytes) worst = &p;
-  return fmt::format("needs {} GiB of {} GiB; the largest part is {} ({} GiB): {}", format_gib(m.total()),
-                     format_gib(e.memory_limit), worst->name, format_gib(worst->bytes), worst->advice);
+  return fmt::format("needs {} GiB of {} GiB; the largest part is {} ({} GiB): {}; {}", format_gib(m.total()),
+                     format_gib(e.memory_limit), worst->name, format_gib(worst->bytes), worst->advice,
+                     fit_changes_sentence(ctx, fit_changes(ctx, l)));
 }
 
 // The variants of `e`'s layout that the advice would point to, checked against the memory model:
@@ -154,7 +156,7 @@ std::string communication_sentence(const PlanContext& ctx, const Evaluation& e) 
 }  // namespace
 
 std::string describe_bottleneck(const PlanContext& ctx, const Evaluation& e) {
-  if (!e.fits) return memory_sentence(e);
+  if (!e.fits) return memory_sentence(ctx, e);
   const TimeBreakdown& t = e.time;
   const double bubble = t.bubble / t.step;
   const double comm = t.communication() / t.step;

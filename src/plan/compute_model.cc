@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "plan/memory_model.h"
+#include "plan/param_count.h"
 
 namespace moe4d {
 
@@ -35,25 +36,28 @@ LayerCompute layer_compute(const ModelConfig& model, const TrainingSetup& setup,
     fw.gemm_time += seconds;
     return seconds;
   };
-  add(tokens, model.qkv_width() / t, d, 1);                       // qkv (grouped-query: h + 2 kvh heads)
+  GemmClasses& g = out.gemms;
+  g.qkv = add(tokens, model.qkv_width() / t, d, 1);               // qkv (grouped-query: h + 2 kvh heads)
   // Causal attention per (sequence, head) in query blocks: block [r0, r1) only meets keys [0, r1).
   for (double r0 = 0; r0 < s; r0 += kCausalBlock) {
     const double r1 = std::min(s, r0 + kCausalBlock);
-    out.attention_scores_time += add(r1 - r0, r1, hd, b * heads);  // q k^T
-    out.attention_scores_time += add(r1 - r0, hd, r1, b * heads);  // probs v
+    g.attention += add(r1 - r0, r1, hd, b * heads);                // q k^T
+    g.attention += add(r1 - r0, hd, r1, b * heads);                // probs v
   }
-  add(tokens, d, d / t, 1);                                       // W_o
+  out.attention_scores_time = g.attention;
+  g.output = add(tokens, d, d / t, 1);                            // W_o
   if (moe_layer) {
     const double e_local = model.moe.num_experts / static_cast<double>(layout.ep);
     const double rows = device_routed_rows(model, setup, layout, tokens) / e_local;  // per local expert
-    add(layout.sequence_parallel ? tokens / t : tokens, model.moe.num_experts, d, 1);  // router (SP: on the shard)
-    out.expert_time = add(rows, fe / t, d, 2 * e_local)            // W1, W3
-                      + add(rows, d, fe / t, e_local);             // W2
-    add(tokens, fs / t, d, 2);                                     // shared experts W1, W3 (all tokens)
-    add(tokens, d, fs / t, 1);                                     // shared experts W2
+    g.router = add(layout.sequence_parallel ? tokens / t : tokens, model.moe.num_experts, d, 1);  // (SP: on the shard)
+    g.experts = add(rows, fe / t, d, 2 * e_local)                  // W1, W3
+                + add(rows, d, fe / t, e_local);                   // W2
+    out.expert_time = g.experts;
+    g.shared_experts = add(tokens, fs / t, d, 2)                   // shared experts W1, W3 (all tokens)
+                       + add(tokens, d, fs / t, 1);                // shared experts W2
   } else {
-    add(tokens, f / t, d, 2);                                      // W1, W3
-    add(tokens, d, f / t, 1);                                      // W2
+    g.ffn = add(tokens, f / t, d, 2)                               // W1, W3
+            + add(tokens, d, f / t, 1);                            // W2
   }
   const LayerActivations act = layer_activations(model, setup, layout, moe_layer);
   const double bandwidth = cluster.device.memory_bandwidth;
@@ -81,16 +85,12 @@ double model_forward_flops_per_sequence(const ModelConfig& model, int seq_length
   const double d = model.hidden_size;
   const double f = model.ffn_hidden_size;
   const double fe = model.expert_ffn();
-  double flops = 0;
-  for (int l = 0; l < model.num_layers; ++l) {
-    flops += 2 * s * d * model.qkv_width() + 2 * s * s * d * 2 + 2 * s * d * d;
-    if (model.is_moe_layer(l)) {
-      flops += 2 * s * d * model.moe.num_experts + model.moe.top_k * 3 * 2 * s * d * fe +
-               3 * 2 * s * d * model.shared_ffn();
-    } else {
-      flops += 3 * 2 * s * d * f;
-    }
-  }
+  const double n_moe = static_cast<double>(moe_layers_in(model, 0, model.num_layers));
+  const double n_dense = model.num_layers - n_moe;
+  double flops = model.num_layers * (2 * s * d * model.qkv_width() + 2 * s * s * d * 2 + 2 * s * d * d);
+  flops += n_moe * (2 * s * d * model.moe.num_experts + model.moe.top_k * 3 * 2 * s * d * fe +
+                    3 * 2 * s * d * model.shared_ffn());
+  flops += n_dense * 3 * 2 * s * d * f;
   return flops + 2 * s * d * model.vocab_size;
 }
 

@@ -31,8 +31,22 @@ struct PassCompute {
   double time() const { return gemm_time + elementwise_time; }
 };
 
+// Forward GEMM seconds of one layer by class (one micro-batch, one device), for the per-stage
+// breakdown (LayoutEvaluator::stage_times); their sum is PassCompute::gemm_time.
+struct GemmClasses {
+  double qkv = 0;             // W_qkv
+  double attention = 0;       // QK^T and PV, causal blocks
+  double output = 0;          // W_o
+  double ffn = 0;             // dense W1, W3, W2
+  double router = 0;          // [T, d] x [d, E]
+  double experts = 0;         // routed experts' W1, W3, W2 on the busiest device's rows
+  double shared_experts = 0;  // shared experts' W1, W3, W2 on every token
+  double sum() const { return qkv + attention + output + ffn + router + experts + shared_experts; }
+};
+
 struct LayerCompute {
   PassCompute forward;               // one micro-batch, one device
+  GemmClasses gemms;                 // forward.gemm_time by class
   // Core attention (QK^T, softmax, PV): what selective recompute repeats (the runtime, like
   // Megatron's selective recompute, reruns the whole attention kernel to rebuild the probabilities).
   double attention_scores_time = 0;

@@ -114,7 +114,7 @@ std::vector<MemoryBreakdown> LayoutEvaluator::stage_memories(const Layout& layou
   return out;
 }
 
-TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place) {
+TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place, std::vector<StageTime>* detail) {
   const ModelConfig& m = ctx_.model;
   const TrainingSetup& setup = ctx_.setup;
   const ClusterSpec& c = ctx_.cluster;
@@ -249,12 +249,47 @@ TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place) {
     optimizer = std::max(optimizer, opt_params * (setup.mixed() ? 30 : 28) / c.device.memory_bandwidth);
 
     stage_time_[s] = st.compute + st.recompute + st.tp + st.ep + st.pp + st.zero;
+    if (detail) {
+      const double mbs = l.micro_batch_num;
+      StageTime row;
+      row.stage = s;
+      row.layers = sp.layers;
+      row.moe_layers = n_moe;
+      row.embedding = sp.has_embedding;
+      row.head = sp.has_head;
+      auto scaled = [&](double dense_part, double moe_part) { return 3 * mbs * (n_dense * dense_part + n_moe * moe_part); };
+      row.gemms.qkv = scaled(dense.gemms.qkv, moe.gemms.qkv);
+      row.gemms.attention = scaled(dense.gemms.attention, moe.gemms.attention);
+      row.gemms.output = scaled(dense.gemms.output, moe.gemms.output);
+      row.gemms.ffn = scaled(dense.gemms.ffn, moe.gemms.ffn);
+      row.gemms.router = scaled(dense.gemms.router, moe.gemms.router);
+      row.gemms.experts = scaled(dense.gemms.experts, moe.gemms.experts);
+      row.gemms.shared_experts = scaled(dense.gemms.shared_experts, moe.gemms.shared_experts);
+      row.head_gemm = sp.has_head ? 3 * mbs * head.gemm_time : 0;
+      row.memory_bound = mbs * st.compute - row.gemms.sum() - row.head_gemm;
+      row.recompute = mbs * st.recompute;
+      row.tp_exposed = mbs * st.tp;
+      row.ep_exposed = mbs * st.ep;
+      row.ep_hidden = mbs * (st.ep_total - st.ep);
+      row.pp_exposed = mbs * st.pp;
+      row.zero_exposed = mbs * st.zero;
+      row.zero_hidden = mbs * (st.zero_total - st.zero);
+      row.busy = mbs * stage_time_[s];
+      const double dp = exposed_buckets(stage_dp, st.backward + slack, buckets, setup.overlap_grad_reduce);
+      row.dp_exposed = dp;
+      row.dp_hidden = stage_dp - dp;
+      row.param_gather = stage_ag;
+      row.optimizer = opt_params * (setup.mixed() ? 30 : 28) / c.device.memory_bandwidth;
+      detail->push_back(row);
+    }
     if (stage_time_[s] > crit_time) {
       crit_time = stage_time_[s];
       crit_terms = st;
     }
   }
   const PipelineTime pipe = pipeline_time(l.schedule, l.micro_batch_num, l.virtual_stages, stage_time_.data(), l.pp);
+  if (detail)
+    for (StageTime& row : *detail) row.idle = std::max(0.0, pipe.total - row.busy);
   const double mb = l.micro_batch_num;
   out.critical_stage = pipe.critical_stage;
   out.compute = mb * crit_terms.compute;
@@ -272,19 +307,28 @@ TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place) {
   return out;
 }
 
-Evaluation LayoutEvaluator::evaluate_with_memory(const Layout& layout, const MemoryBreakdown& mem) {
+Evaluation LayoutEvaluator::evaluate_with_memory(const Layout& layout, const MemoryBreakdown& mem,
+                                                 const Placement* placement) {
   Evaluation e;
   e.layout = layout;
   e.memory = mem;
   e.memory_limit = memory_limit(ctx_.cluster);
   e.fits = mem.total() <= e.memory_limit;
-  e.placement = compute_placement(layout, ctx_.cluster.devices_per_node);
+  e.placement = placement ? *placement : compute_placement(layout, ctx_.cluster.devices_per_node);
   e.time = time(layout, e.placement);
   const double sequences = static_cast<double>(ctx_.setup.global_batch);
   e.tokens_per_second = sequences * ctx_.setup.seq_length / e.time.step;
   e.mfu = 3 * model_flops_per_sequence_ * sequences /
           (e.time.step * layout.world() * ctx_.cluster.peak_flops(ctx_.setup.precision));
   return e;
+}
+
+std::vector<StageTime> LayoutEvaluator::stage_times(const Layout& layout) {
+  fill_stage_params(layout);
+  std::vector<StageTime> rows;
+  rows.reserve(layout.pp);
+  time(layout, compute_placement(layout, ctx_.cluster.devices_per_node), &rows);
+  return rows;
 }
 
 Evaluation LayoutEvaluator::evaluate(const Layout& layout) {

@@ -19,6 +19,7 @@
 
 #include "config/config.h"
 #include "plan/cluster_spec.h"
+#include "plan/compute_model.h"
 #include "plan/layout.h"
 #include "plan/memory_model.h"
 #include "plan/placement.h"
@@ -52,6 +53,31 @@ struct TimeBreakdown {
   int critical_stage = 0;
 
   double communication() const { return tp_comm + ep_comm + pp_comm + dp_comm + zero_comm; }
+};
+
+// One device of one pipeline stage over a whole step (all micro-batches, forward + backward), so
+// that a prediction can be held line by line against a profiler's timeline (nsys / msprof): compute by
+// GEMM class, memory-bound work, each collective's exposed and hidden seconds, and the stage's idle
+// (bubble) time. GEMM classes + memory_bound = the stage's compute; busy = compute + recompute + the
+// exposed TP, EP, PP and per-micro-batch ZeRO time; busy + idle = the pipeline part of the step.
+struct StageTime {
+  int stage = 0;
+  int layers = 0;
+  int moe_layers = 0;
+  bool embedding = false, head = false;
+  GemmClasses gemms;          // per class, x 3 (forward + input and weight gradients) x micro-batches
+  double head_gemm = 0;       // the LM head's [T, d] x [d, V/t], same multiplier
+  double memory_bound = 0;    // norms, RoPE, softmax, SiLU, residuals, casts, cross-entropy, embedding gather
+  double recompute = 0;       // extra forward work of the recompute setting
+  double tp_exposed = 0;      // TP all-reduces (or SP reduce-scatter + all-gather): on the critical path
+  double ep_exposed = 0, ep_hidden = 0;      // expert all-to-all; hidden behind the expert GEMMs (a2a_chunks)
+  double pp_exposed = 0;      // stage-to-stage send/recv
+  double zero_exposed = 0, zero_hidden = 0;  // ZeRO-2/3 per-micro-batch gathers and reduce-scatters
+  double busy = 0;            // the stage's work inside the pipeline part
+  double idle = 0;            // waiting for its neighbours: its share of the pipeline bubble
+  double dp_exposed = 0, dp_hidden = 0;      // after the pipeline: this stage's gradient reduction
+  double param_gather = 0;    // ZeRO-1/2 all-gather of the updated weights after the step (exposed)
+  double optimizer = 0;       // AdamW over the shard it owns (memory-bound)
 };
 
 struct Evaluation {
@@ -91,11 +117,16 @@ class LayoutEvaluator {
   // Time for `layout` given its memory: the last memory() call must have been for a layout with
   // the same sizes, micro-batching, schedule, recompute and ZeRO stage (the rank order may differ,
   // it only moves groups between link tiers). The search uses it to time every rank order once.
-  Evaluation evaluate_with_memory(const Layout& layout, const MemoryBreakdown& memory);
+  // `placement`, when given, must be compute_placement(layout, devices per node) (the search has it).
+  Evaluation evaluate_with_memory(const Layout& layout, const MemoryBreakdown& memory,
+                                  const Placement* placement = nullptr);
+  // Every stage's step in parts (StageTime). Layout must be valid.
+  std::vector<StageTime> stage_times(const Layout& layout);
 
  private:
   void fill_stage_params(const Layout& layout);
-  TimeBreakdown time(const Layout& layout, const Placement& placement);
+  // The step; with `detail`, also every stage's parts (not on the search's hot path).
+  TimeBreakdown time(const Layout& layout, const Placement& placement, std::vector<StageTime>* detail = nullptr);
 
   const PlanContext& ctx_;
   double model_flops_per_sequence_ = 0;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "config/config_loader.h"
 #include "core/error.h"
@@ -14,15 +15,23 @@ namespace {
 
 const char* py_bool(bool value) { return value ? "True" : "False"; }
 
-// Megatron's --moe-layer-freq pattern for our rule "layer l is MoE iff l % freq == freq - 1".
+// Megatron's --moe-layer-freq pattern for our rule "layer l is MoE iff l >= first_dense_layers and
+// l % freq == freq - 1" (Megatron's integer N puts the MoE layer first in each period, so only freq 1
+// without dense layers is the plain "1"). A list expression of digits, brackets, + and * — the only
+// characters megatron/training/arguments.py _eval_pattern admits — whose length is the layer count.
 std::string megatron_layer_pattern(const ModelConfig& m) {
-  const int freq = m.moe.layer_freq;
+  const int64_t freq = m.moe.layer_freq;
   if (m.moe.first_dense_layers == 0 && freq == 1) return "1";
-  if (m.moe.first_dense_layers == 0 && m.num_layers % freq == 0) return fmt::format("\"([0]*{}+[1])*{}\"", freq - 1, m.num_layers / freq);
-  std::string list = "\"[";
-  for (int l = 0; l < m.num_layers; ++l) list += fmt::format("{}{}", l ? "," : "", m.is_moe_layer(l) ? 1 : 0);
-  return list + "]\"";
+  const int64_t first = m.moe.first_dense_layers;
+  const int64_t j0 = first + (freq - 1 - first % freq + freq) % freq;  // the first MoE layer
+  const int64_t n = moe_layers_in(m, 0, m.num_layers);
+  const int64_t rest = m.num_layers - (j0 + (n - 1) * freq + 1);
+  return fmt::format("\"[0]*{}+([1]+[0]*{})*{}+[1]+[0]*{}\"", j0, freq - 1, n - 1, rest);
 }
+
+// A shell word for a value a user sets per node: "${NAME:?message}" stops the command with the message
+// when NAME is unset.
+std::string required_env(const char* name, const char* what) { return fmt::format("\"${{{}:?{}}}\"", name, what); }
 
 }  // namespace
 
@@ -89,6 +98,36 @@ std::string export_mindformers(const PlanContext& ctx, const Layout& l) {
   if (m.is_moe() && m.moe.layer_freq > 1)
     out += fmt::format("# moe.layer_freq {}: MindFormers' moe_config has no layer frequency; set the model's own MoE layer list.\n",
                        m.moe.layer_freq);
+  if (m.is_moe() && m.moe.first_dense_layers > 0)
+    out += fmt::format("# moe.first_dense_layers {}: set the model's first_k_dense_replace (DeepSeek-style models) to it.\n",
+                       m.moe.first_dense_layers);
+  if (m.is_moe())
+    out += fmt::format("# moe_intermediate_size {} is the routed experts' width; MindFormers' legacy llama network sizes them by\n"
+                       "# model_config.intermediate_size instead (set it to {} there){}.\n",
+                       m.expert_ffn(), m.expert_ffn(),
+                       m.shared_ffn() > 0 && m.shared_ffn() % m.expert_ffn() != 0
+                           ? fmt::format("; the shared experts' width {} is not a multiple of it, which MindFormers' "
+                                         "shared_expert_num cannot express",
+                                         m.shared_ffn())
+                           : "");
+  // mindformers/tools/check_rules.py _check_moe_parallel_valid: MoE with model_parallel > 1 needs
+  // use_seq_parallel (it raises otherwise), so it is on whatever the plan chose.
+  const bool moe_needs_sp = m.is_moe() && l.tp > 1;
+  const bool use_seq_parallel = l.tp > 1 && (l.sequence_parallel || moe_needs_sp);
+  if (moe_needs_sp && !l.sequence_parallel)
+    out += "# use_seq_parallel: MindFormers' check_rules refuses MoE with model_parallel > 1 without it. This layout\n"
+           "# was planned without it: MindFormers' activation memory is below the plan's (sp=1 plans it with).\n";
+  // gradient_aggregation_group is MindFormers' number of gradient fusion groups: layer i joins group
+  // i / ((layers + 1) / g) + 1 (mindformers/models/utils.py LayerSetting.set), so a group is g-th of the
+  // layers; with pipeline stages every layer is group 2 and only the embedding and final norm use it.
+  const StageParams stage0 = stage_params(ctx.model, l, 0);
+  const int buckets = ctx.setup.grad_buckets > 0 ? ctx.setup.grad_buckets
+                                                 : std::max(1, ctx.setup.bucket_count(stage0.dense, mf_dp));
+  const int fusion_groups = std::max(1, std::min(buckets, m.num_layers));
+  out += fmt::format("# gradient_aggregation_group {}: gradient fusion groups over the layers, as close to the plan's {} "
+                     "gradient bucket{} per stage as whole layers allow{}.\n",
+                     fusion_groups, buckets, buckets == 1 ? "" : "s",
+                     l.pp > 1 ? " (with pipeline stages MindFormers puts every layer in one group)" : "");
   // semi_auto_parallel (1) with full_batch: the mode in which MindFormers reads data_parallel, the
   // pipeline and gradient accumulation; global batch = batch_size x data_parallel x micro-batches.
   out += "parallel:\n  parallel_mode: 1\n  full_batch: True\n  gradients_mean: False\n";
@@ -108,16 +147,12 @@ std::string export_mindformers(const PlanContext& ctx, const Layout& l) {
   out += fmt::format("  pipeline_stage: {}\n", l.pp);
   out += fmt::format("  expert_parallel: {}\n", l.ep);
   out += fmt::format("  micro_batch_num: {}\n", l.pp > 1 ? l.micro_batch_num : 1);
-  // Sequence parallelism as the plan evaluated it (MindFormers shards over model_parallel, so only with TP).
-  out += fmt::format("  use_seq_parallel: {}\n", py_bool(l.sequence_parallel && l.tp > 1));
+  // Sequence parallelism as the plan evaluated it, and always for MoE with TP (check_rules, above);
+  // MindFormers shards the sequence over model_parallel, so only with TP.
+  out += fmt::format("  use_seq_parallel: {}\n", py_bool(use_seq_parallel));
+  // vocab_emb_dp False: the embedding is sharded over model_parallel, as moe4d shards the vocabulary over TP.
   out += "  vocab_emb_dp: False\n";
-  // MindFormers counts buckets; size-based bucketing has no MindFormers key, so the count it gives here.
-  {
-    const StageParams sp = stage_params(ctx.model, l, 0);
-    const int count = ctx.setup.grad_buckets > 0 ? ctx.setup.grad_buckets
-                                                 : std::max(1, ctx.setup.bucket_count(sp.dense, mf_dp));
-    out += fmt::format("  gradient_aggregation_group: {}\n", count);
-  }
+  out += fmt::format("  gradient_aggregation_group: {}\n", fusion_groups);
   out += "micro_batch_interleave_num: 1\n";
   out += fmt::format("runner_config:\n  batch_size: {}\n", l.micro_batch_size);
   out += fmt::format("  gradient_accumulation_steps: {}\n", l.pp > 1 ? 1 : l.micro_batch_num);
@@ -133,7 +168,15 @@ std::string export_mindformers(const PlanContext& ctx, const Layout& l) {
     if (m.moe.z_loss_coeff > 0) out += fmt::format("  z_loss_factor: {}\n", m.moe.z_loss_coeff);
     if (m.moe.router_bias_update_rate > 0)
       out += fmt::format("  balance_via_topk_bias: True\n  topk_bias_update_rate: {}\n", m.moe.router_bias_update_rate);
-    out += fmt::format("  moe_intermediate_size: {}\n", m.ffn_hidden_size);
+    // MoEConfig.moe_intermediate_size is the routed experts' width (parallel_core/transformer_config_utils.py
+    // maps it to moe_ffn_hidden_size), not the dense FFN's.
+    out += fmt::format("  moe_intermediate_size: {}\n", m.expert_ffn());
+    out += fmt::format("  norm_topk_prob: {}\n", py_bool(m.moe.normalize_top_k));
+    if (m.moe.score_function == RouterScore::kSigmoid) out += "  use_gating_sigmoid: True\n";
+    out += "  router_dense_type: float32\n";  // moe4d scores the router in fp32
+    // Legacy llama_layer.py: the shared experts are one FFN of the routed width x shared_expert_num.
+    if (m.shared_ffn() > 0 && m.shared_ffn() % m.expert_ffn() == 0)
+      out += fmt::format("  shared_expert_num: {}\n", m.shared_ffn() / m.expert_ffn());
     out += "  routing_policy: TopkRouterV1\n";
   }
   if (l.schedule == PipelineSchedule::kInterleaved)
@@ -145,19 +188,33 @@ std::string export_mindformers(const PlanContext& ctx, const Layout& l) {
   return out;
 }
 
-// The rules below are Megatron-Core's own (megatron/training/arguments.py validate_args and
-// megatron/core/transformer/moe/moe_layer.py MoELayer.forward at the commit docs/planner.md names);
-// tests/plan/megatron_export_test.cc checks each of them, and every flag against that parser's names.
-std::string export_megatron(const PlanContext& ctx, const Layout& l) {
+// The rules below are Megatron-Core's own (megatron/training/arguments.py parse_args / validate_args,
+// megatron/core/transformer/transformer_config.py __post_init__ and megatron/core/transformer/moe/
+// moe_layer.py MoELayer.forward at the commit docs/planner.md names); tests/plan/megatron_export_test.cc
+// checks each of them, and every flag against that parser's names.
+std::string export_megatron(const PlanContext& ctx, const Layout& l, const std::optional<Config>& base) {
   const ModelConfig& m = ctx.model;
+  const TrainConfig train = base ? base->train : TrainConfig{};
   const bool fsdp = l.zero_stage >= 3;
   // The plan's choice, and always for MoE with TP: Megatron-Core refuses MoE with TP > 1 without it.
   const bool required = m.is_moe() && l.tp > 1;
   const bool sequence_parallel = l.tp > 1 && (l.sequence_parallel || required);
-  std::string out = fmt::format("# Megatron-LM arguments for {} ({} devices), exported by `moe4d plan`.\n",
-                                layout_to_string(l), l.world());
+  const int per_node = std::min(ctx.cluster.devices_per_node, l.world());
+  const int nodes = l.world() / per_node;
+  std::string out = fmt::format("# Megatron-LM run of {} ({} devices: {} node{} x {}), exported by `moe4d plan`.\n",
+                                layout_to_string(l), l.world(), nodes, nodes == 1 ? "" : "s", per_node);
+  out += fmt::format("# Run it from Megatron-LM's top directory on every node{}.\n",
+                     nodes > 1 ? fmt::format(", with NODE_RANK = that node's index (0..{}) and MASTER_ADDR = node 0's "
+                                             "address",
+                                             nodes - 1)
+                               : "");
   out += fmt::format("# Megatron derives data parallelism from the world size: DP = {} / (TP {} x PP {}) = {} (EP {} inside it).\n",
                      l.world(), l.tp, l.pp, l.dp * l.ep, l.ep);
+  out += "# Data: --mock-data trains on synthetic tokens; for a corpus use --data-path PREFIX (moe4d prepare\n"
+         "# --output-format megatron writes one) with the tokenizer it was made with.\n";
+  if (!base)
+    out += fmt::format("# Model from preset {}: --train-iters and the optimizer settings are moe4d's defaults; set them.\n",
+                       ctx.model_name);
   if (l.order != kDefaultRankOrder)
     out += fmt::format("# Rank order {} cannot be expressed: Megatron-LM fixes tp-cp-ep-dp-pp.\n", rank_order_string(l.order));
   if (l.schedule == PipelineSchedule::kGPipe && l.pp > 1)
@@ -173,12 +230,35 @@ std::string export_megatron(const PlanContext& ctx, const Layout& l) {
                        l.zero_stage);
   if (fsdp)
     out += "# ZeRO-3: Megatron-FSDP sharding parameters, gradients and optimizer state (it requires --ckpt-format fsdp_dtensor).\n";
+  // moe4d rotates the pairs (2i, 2i+1) of every head (kernels/rope.h) by p theta^(-2i/head_dim): Megatron's
+  // rotary_interleaved (rope_utils.py _rotate_half) over the whole head (--rotary-percent 1.0, its default).
+  out += "# RoPE: moe4d rotates the pairs (2i, 2i+1) = --rotary-interleaved. Megatron's fused RoPE kernel (its\n"
+         "# default) takes interleaved pairs only with Transformer Engine >= 2.3 (TransformerConfig.__post_init__);\n"
+         "# with an older one add --no-rope-fusion.\n";
+  const double theta = std::round(m.rope_theta);
+  if (theta != m.rope_theta)
+    out += fmt::format("# rope_theta {} is not an integer; Megatron's --rotary-base takes integers, so it is rounded.\n",
+                       m.rope_theta);
+  if (m.is_moe() && m.moe.num_experts / l.ep > 1)
+    out += fmt::format("# --moe-grouped-gemm: {} local experts per rank run as one grouped GEMM (compute capability >= 8,\n"
+                       "# which validate_args asserts: A100 and later).\n",
+                       m.moe.num_experts / l.ep);
   // Megatron asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with TP > 1 (it orders the TP communication before the
   // GEMMs that use it) unless FSDP is on, which asserts the opposite.
   if (fsdp)
     out += "unset CUDA_DEVICE_MAX_CONNECTIONS\n";
   else if (l.tp > 1)
     out += "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";
+  // The launcher: torchrun with one process per device of each node.
+  out += fmt::format("torchrun --nproc_per_node {} --nnodes {} \\\n", per_node, nodes);
+  if (nodes > 1) {
+    out += fmt::format("  --node_rank {} \\\n", required_env("NODE_RANK", "set NODE_RANK to this node's index"));
+    out += fmt::format("  --master_addr {} \\\n", required_env("MASTER_ADDR", "set MASTER_ADDR to node 0's address"));
+  } else {
+    out += "  --node_rank 0 \\\n  --master_addr localhost \\\n";
+  }
+  out += "  --master_port \"${MASTER_PORT:-6000}\" \\\n";
+  out += "  pretrain_gpt.py \\\n";
   std::vector<std::string> args;
   auto arg = [&](const std::string& name, const std::string& value = "") {
     args.push_back(value.empty() ? name : name + " " + value);
@@ -201,19 +281,30 @@ std::string export_megatron(const PlanContext& ctx, const Layout& l) {
   arg("--max-position-embeddings", std::to_string(ctx.setup.seq_length));
   arg("--tokenizer-type", "NullTokenizer");
   arg("--vocab-size", std::to_string(m.vocab_size));
+  arg("--mock-data");
   // Megatron's global batch = micro-batch-size x DP (EP included) x micro-batches per step.
   arg("--micro-batch-size", std::to_string(l.micro_batch_size));
   arg("--global-batch-size", std::to_string(ctx.setup.global_batch));
+  // moe4d's schedule (train/lr_schedule.h): linear warm-up, then cosine to min_lr over the remaining steps —
+  // Megatron's cosine style with --lr-decay-iters defaulting to --train-iters.
+  arg("--train-iters", std::to_string(train.steps > 0 ? train.steps : 1000));
+  arg("--lr", fmt::format("{}", train.lr));
+  arg("--min-lr", fmt::format("{}", std::min(train.min_lr, train.lr)));
+  arg("--lr-decay-style", "cosine");
+  arg("--lr-warmup-iters", std::to_string(train.warmup_steps));
+  arg("--weight-decay", fmt::format("{}", train.weight_decay));
+  arg("--clip-grad", fmt::format("{}", train.grad_clip));
+  arg("--adam-beta1", fmt::format("{}", train.beta1));
+  arg("--adam-beta2", fmt::format("{}", train.beta2));
+  arg("--adam-eps", fmt::format("{}", train.eps));
+  arg("--seed", std::to_string(train.seed % 2147483648ULL));
   arg("--swiglu");
   arg("--normalization", "RMSNorm");
   arg("--norm-epsilon", fmt::format("{}", m.norm_eps));
   arg("--disable-bias-linear");
   arg("--position-embedding-type", "rope");
-  arg("--rotary-base", fmt::format("{}", m.rope_theta));
-  // moe4d rotates the pairs (2i, 2i+1) (kernels/rope.h): Megatron's interleaved rotate-half. Its fused
-  // RoPE kernel supports that only with recent Transformer Engine, so the unfused path is chosen.
+  arg("--rotary-base", fmt::format("{}", static_cast<long long>(theta)));
   arg("--rotary-interleaved");
-  arg("--no-rope-fusion");
   if (!m.tie_embeddings) arg("--untie-embeddings-and-output-weights");
   if (m.is_moe()) {
     arg("--num-experts", std::to_string(m.moe.num_experts));
@@ -228,11 +319,13 @@ std::string export_megatron(const PlanContext& ctx, const Layout& l) {
     } else if (!m.moe.normalize_top_k) {
       arg("--moe-router-pre-softmax");  // softmax over all experts, top-k weights kept as they are
     }
+    arg("--moe-router-dtype", "fp32");  // moe4d scores the router in fp32
     arg("--moe-token-dispatcher-type", "alltoall");
     arg("--moe-router-load-balancing-type", "aux_loss");
     if (m.moe.capacity_factor) arg("--moe-expert-capacity-factor", fmt::format("{}", *m.moe.capacity_factor));
     arg("--moe-aux-loss-coeff", fmt::format("{}", m.moe.aux_loss_coeff));
     if (m.moe.z_loss_coeff > 0) arg("--moe-z-loss-coeff", fmt::format("{}", m.moe.z_loss_coeff));
+    if (m.moe.num_experts / l.ep > 1) arg("--moe-grouped-gemm");
   }
   if (ctx.setup.precision == Precision::kBF16) arg("--bf16");
   if (ctx.setup.precision == Precision::kFP16) arg("--fp16");
@@ -250,7 +343,7 @@ std::string export_megatron(const PlanContext& ctx, const Layout& l) {
     arg("--ckpt-format", "fsdp_dtensor");
   }
   if (ctx.setup.overlap_grad_reduce && l.dp * l.ep > 1) arg("--overlap-grad-reduce");
-  for (size_t i = 0; i < args.size(); ++i) out += args[i] + (i + 1 < args.size() ? " \\\n" : "\n");
+  for (size_t i = 0; i < args.size(); ++i) out += "  " + args[i] + (i + 1 < args.size() ? " \\\n" : "\n");
   return out;
 }
 
@@ -259,7 +352,7 @@ std::string export_layout(ExportFormat format, const PlanContext& ctx, const Lay
   switch (format) {
     case ExportFormat::kMoe4d: return export_moe4d_config(ctx, layout, base);
     case ExportFormat::kMindFormers: return export_mindformers(ctx, layout);
-    case ExportFormat::kMegatron: return export_megatron(ctx, layout);
+    case ExportFormat::kMegatron: return export_megatron(ctx, layout, base);
   }
   return "";
 }

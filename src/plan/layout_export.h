@@ -29,8 +29,12 @@ std::string export_moe4d_config(const PlanContext& ctx, const Layout& layout, co
 // MindFormers YAML: parallel / parallel_config / recompute_config (and the interleave settings).
 std::string export_mindformers(const PlanContext& ctx, const Layout& layout);
 
-// Megatron-LM pretrain_gpt.py arguments, one per line, shell-continued.
-std::string export_megatron(const PlanContext& ctx, const Layout& layout);
+// A Megatron-LM run that pastes into a shell: the environment line Megatron asserts, `torchrun` with the
+// cluster's processes per node, node count, node rank and rendezvous, then pretrain_gpt.py's arguments one
+// per line (model, layout, batch, optimizer and schedule — from `base`'s train section when the model came
+// from a config, else moe4d's defaults —, --mock-data as the data source).
+std::string export_megatron(const PlanContext& ctx, const Layout& layout,
+                            const std::optional<Config>& base = std::nullopt);
 
 std::string export_layout(ExportFormat format, const PlanContext& ctx, const Layout& layout,
                           const std::optional<Config>& base);

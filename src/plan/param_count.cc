@@ -5,28 +5,33 @@
 
 namespace moe4d {
 
+int64_t moe_layers_in(const ModelConfig& m, int64_t first, int64_t last) {
+  if (!m.is_moe()) return 0;
+  first = std::max<int64_t>(first, m.moe.first_dense_layers);
+  if (last <= first) return 0;
+  const int64_t freq = std::max(1, m.moe.layer_freq);
+  const int64_t r = freq - 1;
+  // Layers l in [0, x] with l % freq == r.
+  auto upto = [&](int64_t x) -> int64_t { return x < r ? 0 : (x - r) / freq + 1; };
+  return upto(last - 1) - upto(first - 1);
+}
+
 ModelParamCount count_model_params(const ModelConfig& m) {
   const double d = m.hidden_size;
   const double f = m.ffn_hidden_size;
   const double fe = m.expert_ffn();
   const double v = m.vocab_size;
   const double e = m.moe.num_experts;
+  const double n_moe = static_cast<double>(moe_layers_in(m, 0, m.num_layers));
+  const double n_dense = m.num_layers - n_moe;
   ModelParamCount c;
-  double active_ffn = 0;
-  for (int l = 0; l < m.num_layers; ++l) {
-    c.attention += d * m.qkv_width() + d * d;
-    c.norms += 2 * d;
-    if (m.is_moe_layer(l)) {
-      c.routers += d * e;
-      c.experts += e * 3 * d * fe;
-      c.shared_experts += 3 * d * m.shared_ffn();
-      active_ffn += m.moe.top_k * 3 * d * fe;
-    } else {
-      c.dense_ffn += 3 * d * f;
-      active_ffn += 3 * d * f;
-    }
-  }
-  c.norms += d;
+  c.attention = m.num_layers * (d * m.qkv_width() + d * d);
+  c.norms = m.num_layers * 2 * d + d;
+  c.routers = n_moe * d * e;
+  c.experts = n_moe * e * 3 * d * fe;
+  c.shared_experts = n_moe * 3 * d * m.shared_ffn();
+  c.dense_ffn = n_dense * 3 * d * f;
+  const double active_ffn = n_moe * m.moe.top_k * 3 * d * fe + n_dense * 3 * d * f;
   c.embedding = v * d;
   c.head = m.tie_embeddings ? 0 : v * d;
   c.active = c.dense() + active_ffn - c.dense_ffn;
@@ -43,23 +48,20 @@ StageParams stage_params(const ModelConfig& m, const Layout& layout, int stage) 
   const int chunks = layout.virtual_stages;
   const int per_chunk = m.num_layers / (layout.pp * chunks);
   StageParams s;
+  const double attention = (d * m.qkv_width() + d * d) / t + 2 * d;
+  const double dense_layer = attention + 3 * d * f / t;
+  const double moe_dense = attention + d * m.moe.num_experts + 3 * d * m.shared_ffn() / t;
+  const double moe_experts = e_local * 3 * d * fe / t;
   for (int c = 0; c < chunks; ++c) {
-    const int first = (c * layout.pp + stage) * per_chunk;
-    for (int l = first; l < first + per_chunk; ++l) {
-      double dense = (d * m.qkv_width() + d * d) / t + 2 * d;
-      double experts = 0;
-      if (m.is_moe_layer(l)) {
-        dense += d * m.moe.num_experts + 3 * d * m.shared_ffn() / t;
-        experts = e_local * 3 * d * fe / t;
-        ++s.moe_layers;
-      } else {
-        dense += 3 * d * f / t;
-      }
-      s.dense += dense;
-      s.experts += experts;
-      s.largest_layer = std::max(s.largest_layer, dense + experts);
-      ++s.layers;
-    }
+    const int64_t first = (int64_t{c} * layout.pp + stage) * per_chunk;
+    const int n_moe = static_cast<int>(moe_layers_in(m, first, first + per_chunk));
+    const int n_dense = per_chunk - n_moe;
+    s.dense += n_dense * dense_layer + n_moe * moe_dense;
+    s.experts += n_moe * moe_experts;
+    if (n_dense > 0) s.largest_layer = std::max(s.largest_layer, dense_layer);
+    if (n_moe > 0) s.largest_layer = std::max(s.largest_layer, moe_dense + moe_experts);
+    s.moe_layers += n_moe;
+    s.layers += per_chunk;
   }
   s.has_embedding = stage == 0;
   s.has_head = stage == layout.pp - 1;

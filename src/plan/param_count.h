@@ -8,6 +8,8 @@
 // doubles throughout). Pure functions.
 #pragma once
 
+#include <cstdint>
+
 #include "config/config.h"
 #include "plan/layout.h"
 
@@ -29,6 +31,10 @@ struct ModelParamCount {
 };
 
 ModelParamCount count_model_params(const ModelConfig& model);
+
+// MoE layers among layers [first, last), in O(1) (ModelConfig::is_moe_layer counted in closed form,
+// so that a config with billions of layers is planned as fast as one with 64).
+int64_t moe_layers_in(const ModelConfig& model, int64_t first, int64_t last);
 
 // What one device of pipeline stage `stage` holds (per-device counts: already divided by TP / EP).
 struct StageParams {

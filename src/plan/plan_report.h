@@ -34,6 +34,11 @@ std::string format_rejected(const SearchResult& result);
 // bottleneck sentence, group placement and (up to 128 ranks) the full rank-to-node map.
 std::string format_explain(const PlanContext& ctx, const Evaluation& evaluation);
 
+// Every pipeline stage's step in parts (LayoutEvaluator::stage_times): GEMMs by class, memory-bound
+// work, each collective exposed and hidden, busy and idle time (part of format_explain).
+std::string format_stage_times(const PlanContext& ctx, const Evaluation& evaluation);
+nlohmann::json stage_times_json(const PlanContext& ctx, const Evaluation& evaluation);
+
 // Best layout per device count and how tokens/s scale.
 std::string format_sweep(const PlanContext& ctx, const std::vector<SweepPoint>& sweep);
 

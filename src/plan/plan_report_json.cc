@@ -2,6 +2,7 @@
 #include "plan/bottleneck.h"
 #include "plan/param_count.h"
 #include "plan/plan_report.h"
+#include "plan/ranking.h"
 
 namespace moe4d {
 namespace {
@@ -89,6 +90,7 @@ nlohmann::json evaluation_json(const PlanContext& ctx, const Evaluation& e) {
                    {"optimizer_seconds", t.optimizer},
                    {"exposed_comm_seconds", t.communication()},
                    {"critical_stage", t.critical_stage}};
+    out["stages"] = stage_times_json(ctx, e);
     out["tokens_per_second"] = e.tokens_per_second;
     out["mfu"] = e.mfu;
     const Placement& p = e.placement;
@@ -98,11 +100,50 @@ nlohmann::json evaluation_json(const PlanContext& ctx, const Evaluation& e) {
   return out;
 }
 
+nlohmann::json stage_times_json(const PlanContext& ctx, const Evaluation& e) {
+  LayoutEvaluator evaluator(ctx);
+  nlohmann::json stages = nlohmann::json::array();
+  for (const StageTime& s : evaluator.stage_times(e.layout)) {
+    stages.push_back({{"stage", s.stage},
+                      {"layers", s.layers},
+                      {"moe_layers", s.moe_layers},
+                      {"embedding", s.embedding},
+                      {"head", s.head},
+                      {"gemm_seconds",
+                       {{"qkv", s.gemms.qkv},
+                        {"attention", s.gemms.attention},
+                        {"attention_output", s.gemms.output},
+                        {"dense_ffn", s.gemms.ffn},
+                        {"router", s.gemms.router},
+                        {"routed_experts", s.gemms.experts},
+                        {"shared_experts", s.gemms.shared_experts},
+                        {"lm_head", s.head_gemm}}},
+                      {"memory_bound_seconds", s.memory_bound},
+                      {"recompute_seconds", s.recompute},
+                      {"tp_exposed_seconds", s.tp_exposed},
+                      {"ep_exposed_seconds", s.ep_exposed},
+                      {"ep_hidden_seconds", s.ep_hidden},
+                      {"pp_exposed_seconds", s.pp_exposed},
+                      {"zero_exposed_seconds", s.zero_exposed},
+                      {"zero_hidden_seconds", s.zero_hidden},
+                      {"busy_seconds", s.busy},
+                      {"idle_seconds", s.idle},
+                      {"dp_exposed_seconds", s.dp_exposed},
+                      {"dp_hidden_seconds", s.dp_hidden},
+                      {"param_gather_seconds", s.param_gather},
+                      {"optimizer_seconds", s.optimizer}});
+  }
+  return stages;
+}
+
 nlohmann::json search_json(const PlanContext& ctx, const SearchResult& r, bool with_rejected) {
   nlohmann::json ranked = nlohmann::json::array();
   for (size_t i = 0; i < r.ranked.size(); ++i) {
     nlohmann::json row = evaluation_json(ctx, r.ranked[i]);
     row["rank"] = i + 1;
+    row["vs_fastest"] = vs_fastest(r, r.ranked[i]);
+    row["tie_with_best"] = static_cast<int>(i) < r.tied;
+    row["inter_node_comm_seconds"] = inter_node_seconds(r.ranked[i]);
     ranked.push_back(std::move(row));
   }
   nlohmann::json out = {{"context", context_json(ctx)},
@@ -113,6 +154,12 @@ nlohmann::json search_json(const PlanContext& ctx, const SearchResult& r, bool w
                           {"admitted", r.admitted},
                           {"timed", r.timed},
                           {"rejected_splits", r.rejected.size()}}},
+                        {"ranking",
+                         {{"rule", ranking_rule_text()},
+                          {"step_time_error", kStepTimeError},
+                          {"tied_rows", r.tied},
+                          {"fastest_step_seconds", r.fastest_step},
+                          {"best", describe_best(r)}}},
                         {"ranked", std::move(ranked)}};
   if (with_rejected) {
     nlohmann::json rejected = nlohmann::json::array();

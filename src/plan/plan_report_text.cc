@@ -4,6 +4,7 @@
 #include "plan/bottleneck.h"
 #include "plan/param_count.h"
 #include "plan/plan_report.h"
+#include "plan/ranking.h"
 #include "plan/replication_model.h"
 #include "plan/schedule_model.h"
 
@@ -107,19 +108,23 @@ std::string format_ranked_table(const PlanContext& ctx, const SearchResult& r) {
     out += "no layout fits; the reasons for every split:\n";
     return out + format_rejected(r);
   }
-  out += fmt::format("{:>3}  {:<20} {:>4} {:>4}  {:<14} {:<9} {:>4}  {:<11}  {:>7}  {:>8}  {:>10}  {:>5}  {:>6}  {:>5}\n", "#",
-                     "layout", "mbs", "mb", "schedule", "recompute", "zero", "order", "mem GiB", "step s", "tokens/s",
-                     "MFU", "bubble", "comm");
+  out += fmt::format("{:>3}  {:<20} {:>4} {:>4}  {:<14} {:<9} {:>4}  {:<11}  {:>7}  {:>8}  {:<12}  {:>10}  {:>5}  {:>6}  {:>5}\n",
+                     "#", "layout", "mbs", "mb", "schedule", "recompute", "zero", "order", "mem GiB", "step s",
+                     "vs fastest", "tokens/s", "MFU", "bubble", "comm");
   for (size_t i = 0; i < r.ranked.size(); ++i) {
     const Evaluation& e = r.ranked[i];
     const Layout& l = e.layout;
-    out += fmt::format("{:>3}  {:<20} {:>4} {:>4}  {:<14} {:<9} {:>4}  {:<11}  {:>7}  {:>8.3f}  {:>10.0f}  {:>4.1f}%  {:>5.1f}%  {:>4.1f}%\n",
+    const std::string versus = fmt::format("{:+.1f}%{}", 100 * vs_fastest(r, e), static_cast<int>(i) < r.tied ? " tie" : "");
+    out += fmt::format("{:>3}  {:<20} {:>4} {:>4}  {:<14} {:<9} {:>4}  {:<11}  {:>7}  {:>8.3f}  {:<12}  {:>10.0f}  {:>4.1f}%  {:>5.1f}%  {:>4.1f}%\n",
                        i + 1, layout_dims_string(l), l.micro_batch_size, l.micro_batch_num, schedule_text(l),
                        recompute_name(l.recompute), l.zero_stage, rank_order_string(l.order), gib(e.memory.total()),
-                       e.time.step, e.tokens_per_second, 100 * e.mfu, 100 * e.time.bubble / e.time.step,
+                       e.time.step, versus, e.tokens_per_second, 100 * e.mfu, 100 * e.time.bubble / e.time.step,
                        100 * e.time.communication() / e.time.step);
   }
-  out += fmt::format("\nbest: {}\n", describe_bottleneck(ctx, r.ranked.front()));
+  if (r.tied > 0 && r.tied > static_cast<int>(r.ranked.size()))
+    out += fmt::format("({} rows tie with the fastest; --top {} shows them all)\n", r.tied, r.tied);
+  out += fmt::format("\nbest: {}\n", describe_best(r));
+  out += fmt::format("bottleneck of row 1: {}\n", describe_bottleneck(ctx, r.ranked.front()));
   out += fmt::format("{} splits refused (--show-rejected lists them); --explain RANK shows one row in full\n",
                      r.rejected.size());
   return out;
@@ -198,6 +203,7 @@ std::string format_explain(const PlanContext& ctx, const Evaluation& e) {
              l.pp > 1 ? fmt::format("{} stages, {} micro-batches", l.pp, l.micro_batch_num) : "-");
     time_row("optimizer step", t.optimizer, "");
   }
+  if (t.step > 0) out += format_stage_times(ctx, e);
   out += fmt::format("\nbottleneck: {}\n", describe_bottleneck(ctx, e));
   if (t.step > 0) {
     const Placement& p = e.placement;
@@ -211,6 +217,60 @@ std::string format_explain(const PlanContext& ctx, const Evaluation& e) {
       out += fmt::format("  (rank-to-device map omitted for {} ranks; --format json has the group spans)\n", l.world());
     }
   }
+  return out;
+}
+
+std::string format_stage_times(const PlanContext& ctx, const Evaluation& e) {
+  LayoutEvaluator evaluator(ctx);
+  const std::vector<StageTime> all = evaluator.stage_times(e.layout);
+  // Up to 8 stages side by side; beyond that the first, the critical and the last.
+  std::vector<const StageTime*> shown;
+  for (const StageTime& st : all)
+    if (all.size() <= 8 || st.stage == 0 || st.stage == e.time.critical_stage || st.stage + 1 == int(all.size()))
+      shown.push_back(&st);
+  std::string out = fmt::format(
+      "\nper stage, one device, the whole step in seconds (forward + backward of {} micro-batches; compare with a "
+      "profiler's timeline):\n  {:<30}",
+      e.layout.micro_batch_num, "");
+  for (const StageTime* st : shown)
+    out += fmt::format(" {:>10}", fmt::format("stage {}", st->stage) + (st->stage == e.time.critical_stage ? "*" : ""));
+  out += "\n";
+  auto row = [&](const std::string& name, auto get, bool always = false) {
+    bool any = always;
+    for (const StageTime* st : shown) any = any || get(*st) > 0;
+    if (!any) return;
+    out += fmt::format("  {:<30}", name);
+    for (const StageTime* st : shown) out += fmt::format(" {:>10.3f}", get(*st));
+    out += "\n";
+  };
+  row("GEMM qkv", [](const StageTime& s) { return s.gemms.qkv; });
+  row("GEMM attention (QK^T, PV)", [](const StageTime& s) { return s.gemms.attention; });
+  row("GEMM attention output", [](const StageTime& s) { return s.gemms.output; });
+  row("GEMM dense FFN", [](const StageTime& s) { return s.gemms.ffn; });
+  row("GEMM router", [](const StageTime& s) { return s.gemms.router; });
+  row("GEMM routed experts", [](const StageTime& s) { return s.gemms.experts; });
+  row("GEMM shared experts", [](const StageTime& s) { return s.gemms.shared_experts; });
+  row("GEMM LM head", [](const StageTime& s) { return s.head_gemm; });
+  row("memory-bound work", [](const StageTime& s) { return s.memory_bound; }, true);
+  row("recompute", [](const StageTime& s) { return s.recompute; });
+  row("TP collectives (exposed)", [](const StageTime& s) { return s.tp_exposed; });
+  row("EP all-to-all exposed", [](const StageTime& s) { return s.ep_exposed; });
+  row("EP all-to-all hidden", [](const StageTime& s) { return s.ep_hidden; });
+  row("PP send/recv (exposed)", [](const StageTime& s) { return s.pp_exposed; });
+  row("ZeRO per micro-batch exposed", [](const StageTime& s) { return s.zero_exposed; });
+  row("ZeRO per micro-batch hidden", [](const StageTime& s) { return s.zero_hidden; });
+  row("= busy in the pipeline", [](const StageTime& s) { return s.busy; }, true);
+  row("idle (pipeline bubble)", [](const StageTime& s) { return s.idle; }, true);
+  row("DP reduction exposed", [](const StageTime& s) { return s.dp_exposed; });
+  row("DP reduction hidden", [](const StageTime& s) { return s.dp_hidden; });
+  row("ZeRO weight all-gather", [](const StageTime& s) { return s.param_gather; });
+  row("optimizer step", [](const StageTime& s) { return s.optimizer; }, true);
+  if (shown.size() < all.size())
+    out += fmt::format("  ({} stages: the first, the critical (*) and the last shown; --format json has every stage)\n",
+                       all.size());
+  else
+    out += "  (* the critical stage; the step = the critical stage's busy + idle + the largest exposed DP reduction, "
+           "weight all-gather and optimizer step over the stages)\n";
   return out;
 }
 

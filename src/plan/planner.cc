@@ -11,6 +11,7 @@
 #include "plan/layout_export.h"
 #include "plan/model_source.h"
 #include "plan/plan_report.h"
+#include "plan/ranking.h"
 #include "plan/remedy_comparison.h"
 
 namespace moe4d {
@@ -127,7 +128,10 @@ std::string run_plan(const PlanRequest& request) {
     for (int devices : request.devices) {
       PlanContext at = ctx;
       at.cluster = cluster_with_devices(ctx.cluster, devices);
-      points.push_back({devices, search_layouts(at, request.space, 1)});
+      SearchResult result = search_layouts(at, request.space, kTieCandidates);
+      break_ties(result);
+      result.ranked.resize(std::min<size_t>(result.ranked.size(), 1));
+      points.push_back({devices, std::move(result)});
     }
     return request.json ? dump(sweep_json(ctx, points)) : format_sweep(ctx, points);
   }
@@ -149,7 +153,10 @@ std::string run_plan(const PlanRequest& request) {
   }
 
   const int rows = std::max(request.top, request.explain);
-  const SearchResult result = search_layouts(ctx, request.space, rows);
+  // More rows than shown, so that the tie group is ordered over all its members.
+  SearchResult result = search_layouts(ctx, request.space, std::max(rows, kTieCandidates));
+  break_ties(result);
+  result.ranked.resize(std::min<size_t>(result.ranked.size(), rows));
   if (request.explain > 0 || export_format) {
     const int rank = std::max(1, request.explain);
     if (result.ranked.empty())

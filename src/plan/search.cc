@@ -144,7 +144,7 @@ SearchResult search_layouts(const PlanContext& ctx, const SearchSpace& space, in
                     any_fit = true;
                     for (const auto& [order, placement] : placements) {
                       layout.order = order;
-                      const Evaluation e = evaluator.evaluate_with_memory(layout, mem);
+                      const Evaluation e = evaluator.evaluate_with_memory(layout, mem, &placement);
                       ++result.timed;
                       if (static_cast<int>(heap.size()) < top_n) {
                         heap.push_back(e);

@@ -49,6 +49,9 @@ struct SearchResult {
   int64_t admitted = 0;    // variants that fit (each timed in every distinct rank order)
   int64_t timed = 0;       // (variant, rank order) pairs timed
   double seconds = 0;
+  // Set by break_ties (plan/ranking.h); 0 while `ranked` is in plain step-time order.
+  int tied = 0;             // leading rows of `ranked` within the stated error of the fastest
+  double fastest_step = 0;  // the fastest row's step time
 };
 
 SearchResult search_layouts(const PlanContext& ctx, const SearchSpace& space, int top_n);

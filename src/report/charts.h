@@ -62,6 +62,7 @@ struct StackedBars {
   std::vector<BarComponent> components;  // stacked bottom-up in this order
   double bar_width = 0;                  // in x units; 0 = 80% of the closest spacing
   bool integer_x = false;
+  std::string note;                      // a warning line drawn at the top of the plot ("" = none)
   double width = 820, height = 420;
 };
 

@@ -120,6 +120,7 @@ std::string comm_share_picture(const MetricsLog& log) {
                                            kCommGuideline),
                                "% of step time");
   chart.y_from_zero = true;
+  if (const std::string note = oversubscription_note(log); !note.empty()) chart.title += " — " + note;
   size_t k = 0;
   for (const auto& [group, name] : group_names()) {
     ++k;

@@ -82,6 +82,14 @@ void read_time(const Where& at, const json& time, StepMetrics& m) {
       m.rank_compute_s.push_back(v.is_null() ? kNaN : v.get<double>());
     }
   }
+  if (const json* ranks = at.array(time, "rank_descheduled_s", "time.rank_descheduled_s")) {
+    for (size_t r = 0; r < ranks->size(); ++r) {
+      const json& v = (*ranks)[r];
+      if (!v.is_number() && !v.is_null())
+        at.fail("\"time.rank_descheduled_s[{}]\" must be a number, got {}", r, type_name(v));
+      m.rank_descheduled_s.push_back(v.is_null() ? kNaN : v.get<double>());
+    }
+  }
   if (const json* comm = at.object(time, "comm", "time.comm")) {
     for (const auto& [group, stats] : comm->items()) {
       const std::string name = "time.comm." + group;
@@ -234,6 +242,19 @@ StepMetrics read_record(const Where& at, const std::string& text) {
       m.rank_hosts.push_back((*hosts)[r].get<std::string>());
     }
   }
+  if (const json* over = at.object(record, "oversubscription", "oversubscription"))
+    if (const json* hosts = at.array(*over, "hosts", "oversubscription.hosts"))
+      for (size_t i = 0; i < hosts->size(); ++i) {
+        const json& h = (*hosts)[i];
+        const std::string name = fmt::format("oversubscription.hosts[{}]", i);
+        if (!h.is_object() || !h.contains("host") || !h["host"].is_string())
+          at.fail("\"{}\" must be an object with a string \"host\", got {}", name, h.dump());
+        auto count = [&](const char* key) {
+          const double v = at.number(h, key, name + "." + key);
+          return std::isfinite(v) ? int(v) : 0;
+        };
+        m.oversubscribed.push_back({h["host"].get<std::string>(), count("ranks"), count("threads"), count("cores")});
+      }
   if (const json* memory = at.object(record, "memory", "memory"))
     if (const json* ranks = at.array(*memory, "per_rank", "memory.per_rank"))
       for (size_t r = 0; r < ranks->size(); ++r) {
@@ -312,6 +333,33 @@ MetricsLog read_metrics_log(const std::string& path) {
   }
   log.steps = std::move(unique);
   return log;
+}
+
+std::string oversubscription_note(const MetricsLog& log) {
+  const StepMetrics* first = nullptr;  // the newest run's first step that says
+  for (const StepMetrics& m : log.steps)
+    if (!m.oversubscribed.empty() || !m.rank_hosts.empty()) first = &m;
+  if (!first || first->oversubscribed.empty()) return "";
+  const OversubscribedHost& h = first->oversubscribed.front();
+  std::string note = fmt::format("oversubscribed: {} rank threads on {} cores of host {}{}", h.threads, h.cores, h.host,
+                                 first->oversubscribed.size() > 1
+                                     ? fmt::format(" (and {} more hosts)", first->oversubscribed.size() - 1)
+                                     : "");
+  // The measured part: the ranks' run-queue wait over their step time, from that step on.
+  double waited = 0, stepped = 0;
+  for (const StepMetrics& m : log.steps) {
+    if (m.step < first->step || !(m.step_s > 0)) continue;
+    for (double d : m.rank_descheduled_s)
+      if (std::isfinite(d)) {
+        waited += d;
+        stepped += m.step_s;
+      }
+  }
+  if (stepped > 0)
+    return note + fmt::format(": the ranks waited for a CPU {:.0f}% of their step time, so exposed communication is "
+                              "mostly that, not waiting for a peer",
+                              std::min(100.0, 100 * waited / stepped));
+  return note + ": exposed communication is mostly waiting for a CPU, not for a peer";
 }
 
 }  // namespace moe4d

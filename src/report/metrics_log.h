@@ -45,6 +45,12 @@ struct RankMemoryRecord {
   double device = 0;  // the device's memory when recorded (`device_bytes`), else 0
 };
 
+// A host that ran more rank threads (ranks x BLAS threads) than the cores available to them.
+struct OversubscribedHost {
+  std::string host;
+  int ranks = 0, threads = 0, cores = 0;
+};
+
 struct StepMetrics {
   int64_t step = 0;
   int line = 0;  // 1-based line of the record in the file (for messages)
@@ -55,6 +61,11 @@ struct StepMetrics {
   // time.rank_compute_s: every rank's compute time (its step time less its exposed communication),
   // indexed by world rank; empty when not recorded.
   std::vector<double> rank_compute_s;
+  // time.rank_descheduled_s: every rank's time runnable but waiting for a CPU during the step (its
+  // main thread's run-queue wait, /proc schedstat); empty when not recorded, NaN where unknown.
+  std::vector<double> rank_descheduled_s;
+  // oversubscription (first step of a run): hosts with more rank threads than cores; empty when none.
+  std::vector<OversubscribedHost> oversubscribed;
   // rank_hosts: the host of every world rank (written with the first step of each run); empty when absent.
   std::vector<std::string> rank_hosts;
   // Traced steps: the exposed time split into waiting for the last member and transfer (rank 0).
@@ -83,5 +94,9 @@ struct MetricsLog {
 // record without an integer `step`, a field of the wrong type, an unknown pipeline event kind, a
 // MoE layer whose expert count changes between records, or a file with no records at all.
 MetricsLog read_metrics_log(const std::string& path);
+
+// One line when the run was oversubscribed (the newest run's record in `log`): where, and how much of
+// the step the ranks spent waiting for a CPU; "" when not oversubscribed.
+std::string oversubscription_note(const MetricsLog& log);
 
 }  // namespace moe4d

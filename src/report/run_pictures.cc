@@ -147,6 +147,7 @@ std::string step_time_picture(const MetricsLog& log) {
   bars.x_label = "step";
   bars.y_label = "seconds per step";
   bars.integer_x = true;
+  bars.note = oversubscription_note(log);
   std::vector<std::vector<double>> per_group(groups.size());
   // Traced steps split a group's exposed time into waiting for the last member and transfer.
   std::vector<std::vector<double>> waiting(groups.size()), transfer(groups.size());

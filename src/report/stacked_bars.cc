@@ -75,6 +75,8 @@ void draw_stacked_bars(Svg& svg, const Frame& panel, const StackedBars& bars) {
   if (n == 0) {
     svg.text(plot.x + plot.w / 2, plot.y + plot.h / 2, "no data", TextStyle(13, TextAnchor::kMiddle, "#888888"));
   }
+  if (!bars.note.empty())
+    svg.text(plot.x + 6, plot.y + 14, bars.note, TextStyle(11, TextAnchor::kStart, "#b00020"));
   draw_plot_border(svg, plot);
 }
 

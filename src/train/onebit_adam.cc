@@ -2,46 +2,15 @@
 #include "train/onebit_adam.h"
 
 #include <cmath>
-#include <cstring>
 #include <vector>
 
+#include "backend/cpu_backend.h"
 #include "core/check.h"
 
 namespace moe4d {
-namespace {
 
-// Compresses x[n] (n <= chunk) into block = [fp32 scale][chunk / 8 bytes of sign bits] and leaves
-// x - decompressed in error[n]. scale = |x|_2 / sqrt(n), bit set = non-negative.
-void compress(const float* x, size_t n, size_t chunk, float* error, uint8_t* block) {
-  double sq = 0;
-  for (size_t i = 0; i < n; ++i) sq += double(x[i]) * x[i];
-  const float scale = n > 0 ? static_cast<float>(std::sqrt(sq / double(n))) : 0.0f;
-  std::memcpy(block, &scale, sizeof scale);
-  uint8_t* bits = block + sizeof scale;
-  std::memset(bits, 0, chunk / 8);
-  for (size_t i = 0; i < n; ++i) {
-    const bool positive = x[i] >= 0.0f;
-    if (positive) bits[i / 8] |= uint8_t(1u << (i % 8));
-    error[i] = x[i] - (positive ? scale : -scale);
-  }
-}
-
-// out[i] (+)= weight x decompressed block element i, for i < n.
-void decompress(const uint8_t* block, size_t n, float weight, float* out, bool accumulate) {
-  float scale;
-  std::memcpy(&scale, block, sizeof scale);
-  const uint8_t* bits = block + sizeof scale;
-  const float plus = weight * scale;
-  for (size_t i = 0; i < n; ++i) {
-    const float v = (bits[i / 8] >> (i % 8)) & 1u ? plus : -plus;
-    out[i] = accumulate ? out[i] + v : v;
-  }
-}
-
-}  // namespace
-
-OneBitAllReduce::OneBitAllReduce(Communicator& comm, size_t count)
-    : comm_(comm), count_(count) {
+OneBitAllReduce::OneBitAllReduce(Communicator& comm, size_t count, Backend* backend)
+    : comm_(comm), backend_(backend ? *backend : thread_cpu_backend()), count_(count) {
   const size_t ranks = size_t(comm.size());
   chunk_ = (count + 8 * ranks - 1) / (8 * ranks) * 8;
   worker_error_ = Buffer(ranks * chunk_ * sizeof(float));
@@ -65,7 +34,7 @@ void OneBitAllReduce::average(float* data) {
   for (int r = 0; r < ranks; ++r) {
     const size_t lo = size_t(r) * chunk_, n = real(r);
     for (size_t i = 0; i < n; ++i) x[i] = data[lo + i] + werr[lo + i];
-    compress(x.data(), n, chunk_, werr + lo, send + r * block);
+    backend_.onebit_compress(x.data(), n, chunk_, werr + lo, send + r * block);
   }
   std::vector<size_t> counts(ranks, block), displs(ranks);
   for (int r = 0; r < ranks; ++r) displs[r] = size_t(r) * block;
@@ -75,23 +44,25 @@ void OneBitAllReduce::average(float* data) {
 
   // Server: average this rank's chunk over the workers, add the server error, compress again.
   const size_t n = real(me);
-  std::fill(x.begin(), x.end(), 0.0f);
-  for (int r = 0; r < ranks; ++r) decompress(recv + r * block, n, 1.0f / float(ranks), x.data(), true);
+  backend_.fill(x.data(), 0.0f, int64_t(x.size()));
+  for (int r = 0; r < ranks; ++r) backend_.onebit_decompress(recv + r * block, n, 1.0f / float(ranks), x.data(), true);
   float* serr = server_error_.f32();
   for (size_t i = 0; i < n; ++i) x[i] += serr[i];
   std::vector<uint8_t> mine(block);
-  compress(x.data(), n, chunk_, serr, mine.data());
+  backend_.onebit_compress(x.data(), n, chunk_, serr, mine.data());
 
   // Everyone gets every server's compressed chunk.
   auto* gathered = static_cast<uint8_t*>(gathered_.data());
   comm_.all_gather(mine.data(), gathered, block, DType::kU8);
   payload_bytes_ += int64_t(block);
-  for (int r = 0; r < ranks; ++r) decompress(gathered + r * block, real(r), 1.0f, data + size_t(r) * chunk_, false);
+  for (int r = 0; r < ranks; ++r)
+    backend_.onebit_decompress(gathered + r * block, real(r), 1.0f, data + size_t(r) * chunk_, false);
 }
 
 OneBitAdam::OneBitAdam(std::vector<OptimizerSegment> segments, const size_t state_size[kNumParamGroups],
-                       const TrainConfig& config, ParamStore& params, ParallelContext& pc, const ZeroLayout& layout)
-    : AdamW(std::move(segments), state_size, config), params_(params), layout_(layout) {
+                       const TrainConfig& config, ParamStore& params, ParallelContext& pc, const ZeroLayout& layout,
+                       Backend* backend)
+    : AdamW(std::move(segments), state_size, config, backend), params_(params), layout_(layout) {
   MOE4D_CHECK_GE(config.freeze_steps, 1);
   for (int g = 0; g < kNumParamGroups; ++g) {
     MOE4D_CHECK_EQ(state_size[g], params.flat_size(ParamGroup(g)));
@@ -99,7 +70,7 @@ OneBitAdam::OneBitAdam(std::vector<OptimizerSegment> segments, const size_t stat
   }
   for (const ZeroBucket& b : layout.buckets())
     reduce_.push_back(
-        std::make_unique<OneBitAllReduce>(b.group == ParamGroup::kDense ? *pc.dp_ep : *pc.dp, b.numel()));
+        std::make_unique<OneBitAllReduce>(b.group == ParamGroup::kDense ? *pc.dp_ep : *pc.dp, b.numel(), &backend_));
 }
 
 OneBitAdam::~OneBitAdam() = default;
@@ -114,7 +85,7 @@ void OneBitAdam::step(int64_t step, double lr, float grad_scale) {
     float* m = m_[g].f32();
     const float* grad = params_.flat_grads(ParamGroup(g));
     const float coef = (1.0f - b1) * float(ranks_[g]) * grad_scale;
-    for (size_t i = 0; i < state_size_[g]; ++i) m[i] = b1 * m[i] + coef * grad[i];
+    backend_.momentum_update(m, grad, b1, coef, state_size_[g]);
   }
   for (size_t k = 0; k < reduce_.size(); ++k) {
     const ZeroBucket& b = layout_.buckets()[k];
@@ -128,10 +99,7 @@ void OneBitAdam::step(int64_t step, double lr, float grad_scale) {
     const float* m = m_[g].f32() + s.state_offset;
     const float* v = v_[g].f32() + s.state_offset;
     const float decay = s.weight_decay ? lr_f * static_cast<float>(config_.weight_decay) : 0.0f;
-    for (size_t i = 0; i < s.count; ++i) {
-      const float p = s.value[i];
-      s.value[i] = p - lr_f * (m[i] * inv_bc1) / (std::sqrt(v[i] * inv_bc2) + eps) - decay * p;
-    }
+    backend_.onebit_adam_update(s.value, m, v, s.count, lr_f, inv_bc1, inv_bc2, eps, decay);
   }
 }
 

@@ -42,8 +42,9 @@ namespace moe4d {
 
 class OneBitAllReduce {
  public:
-  // Averages buffers of `count` floats over `comm` (borrowed).
-  OneBitAllReduce(Communicator& comm, size_t count);
+  // Averages buffers of `count` floats over `comm` (borrowed); the compression runs on `backend`
+  // (borrowed; null: this thread's CPU backend).
+  OneBitAllReduce(Communicator& comm, size_t count, Backend* backend = nullptr);
 
   // data[count] = the compressed average of every rank's data[count]. Collective.
   void average(float* data);
@@ -54,6 +55,7 @@ class OneBitAllReduce {
 
  private:
   Communicator& comm_;
+  Backend& backend_;
   size_t count_;
   size_t chunk_;          // elements per chunk, a multiple of 8
   Buffer worker_error_;   // ranks x chunk floats
@@ -68,7 +70,8 @@ class OneBitAdam : public AdamW {
   // like the ParamStore's flat buffers). train.freeze_steps >= 1. `layout` (borrowed) gives the
   // buckets the momentum is compressed in.
   OneBitAdam(std::vector<OptimizerSegment> segments, const size_t state_size[kNumParamGroups],
-             const TrainConfig& config, ParamStore& params, ParallelContext& pc, const ZeroLayout& layout);
+             const TrainConfig& config, ParamStore& params, ParallelContext& pc, const ZeroLayout& layout,
+             Backend* backend = nullptr);
   ~OneBitAdam() override;
 
   void step(int64_t step, double lr, float grad_scale) override;

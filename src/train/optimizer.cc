@@ -3,8 +3,8 @@
 
 #include <array>
 
+#include "backend/cpu_backend.h"
 #include "core/check.h"
-#include "kernels/optimizer_kernels.h"
 #include "train/grad_sync.h"
 #include "train/onebit_adam.h"
 #include "train/zero_layout.h"
@@ -29,12 +29,12 @@ std::array<size_t, kNumParamGroups> flat_sizes(const ParamStore& params) {
 
 }  // namespace
 
-AdamW::AdamW(ParamStore& params, const TrainConfig& config)
-    : AdamW(whole_parameters(params), flat_sizes(params).data(), config) {}
+AdamW::AdamW(ParamStore& params, const TrainConfig& config, Backend* backend)
+    : AdamW(whole_parameters(params), flat_sizes(params).data(), config, backend) {}
 
 AdamW::AdamW(std::vector<OptimizerSegment> segments, const size_t state_size[kNumParamGroups],
-             const TrainConfig& config)
-    : segments_(std::move(segments)), config_(config) {
+             const TrainConfig& config, Backend* backend)
+    : backend_(backend ? *backend : thread_cpu_backend()), segments_(std::move(segments)), config_(config) {
   for (int g = 0; g < kNumParamGroups; ++g) {
     state_size_[g] = state_size[g];
     m_[g] = Buffer(state_size[g] * sizeof(float));
@@ -56,13 +56,14 @@ void AdamW::step(int64_t step, double lr, float grad_scale) {
   for (const OptimizerSegment& s : segments_) {
     hyper.weight_decay = s.weight_decay ? static_cast<float>(config_.weight_decay) : 0.0f;
     const int g = static_cast<int>(s.group);
-    adamw_update(s.value, s.grad, m_[g].f32() + s.state_offset, v_[g].f32() + s.state_offset, int64_t(s.count), hyper);
+    backend_.adamw_update(s.value, s.grad, m_[g].f32() + s.state_offset, v_[g].f32() + s.state_offset, int64_t(s.count),
+                          hyper);
   }
 }
 
 size_t AdamW::state_bytes() const { return m_[0].bytes() + m_[1].bytes() + v_[0].bytes() + v_[1].bytes(); }
 
-std::unique_ptr<AdamW> make_optimizer(const TrainConfig& config, int zero_stage, ParamStore& params,
+std::unique_ptr<AdamW> make_optimizer(Backend& backend, const TrainConfig& config, int zero_stage, ParamStore& params,
                                       ParallelContext& pc, const ZeroLayout& layout, GradSync& grads,
                                       ZeroParamGatherer* values) {
   std::vector<OptimizerSegment> segments;
@@ -82,8 +83,8 @@ std::unique_ptr<AdamW> make_optimizer(const TrainConfig& config, int zero_stage,
     for (int g = 0; g < kNumParamGroups; ++g) state_size[g] = layout.shard_size(ParamGroup(g));
   }
   if (config.optimizer == OptimizerKind::kOneBitAdam)
-    return std::make_unique<OneBitAdam>(std::move(segments), state_size, config, params, pc, layout);
-  return std::make_unique<AdamW>(std::move(segments), state_size, config);
+    return std::make_unique<OneBitAdam>(std::move(segments), state_size, config, params, pc, layout, &backend);
+  return std::make_unique<AdamW>(std::move(segments), state_size, config, &backend);
 }
 
 }  // namespace moe4d

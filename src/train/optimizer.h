@@ -24,6 +24,7 @@
 
 namespace moe4d {
 
+class Backend;
 class GradSync;
 class ZeroLayout;
 class ZeroParamGatherer;
@@ -39,10 +40,12 @@ struct OptimizerSegment {
 
 class AdamW {
  public:
-  // state_size[g]: elements of m and v for group g.
-  AdamW(std::vector<OptimizerSegment> segments, const size_t state_size[kNumParamGroups], const TrainConfig& config);
+  // state_size[g]: elements of m and v for group g. The updates run on `backend` (borrowed; null:
+  // this thread's CPU backend).
+  AdamW(std::vector<OptimizerSegment> segments, const size_t state_size[kNumParamGroups], const TrainConfig& config,
+        Backend* backend = nullptr);
   // zero_stage 0: every parameter of `params`, state laid out like its flat buffers.
-  AdamW(ParamStore& params, const TrainConfig& config);
+  AdamW(ParamStore& params, const TrainConfig& config, Backend* backend = nullptr);
   virtual ~AdamW();
   AdamW(const AdamW&) = delete;
   AdamW& operator=(const AdamW&) = delete;
@@ -65,6 +68,7 @@ class AdamW {
   size_t state_size(ParamGroup g) const { return state_size_[int(g)]; }
 
  protected:
+  Backend& backend_;
   std::vector<OptimizerSegment> segments_;
   const TrainConfig& config_;
   size_t state_size_[kNumParamGroups];
@@ -75,7 +79,8 @@ class AdamW {
 // The optimizer of train.optimizer for this rank's ZeRO stage: segments over the full parameters
 // (stage 0) or this rank's slices, with values and gradients where `grads` / `values` keep them.
 // `values` is null for stage 0. 1-bit Adam needs stage 0 (train/feature_gate.cc refuses others).
-std::unique_ptr<AdamW> make_optimizer(const TrainConfig& config, int zero_stage, ParamStore& params,
+// Its kernels run on `backend` (borrowed).
+std::unique_ptr<AdamW> make_optimizer(Backend& backend, const TrainConfig& config, int zero_stage, ParamStore& params,
                                       ParallelContext& pc, const ZeroLayout& layout, GradSync& grads,
                                       ZeroParamGatherer* values);
 

@@ -81,9 +81,10 @@ Trainer::Trainer(const Config& config, ParallelContext& pc, TrainerOptions optio
 
   executor_ = std::make_unique<StepExecutor>(config, pc, *model_, params_, micro_batch_size_);
   if (config.train.precision != Precision::kFP32) {
-    gemm16_ = std::make_unique<PrecisionGemm>(config.train.precision == Precision::kBF16 ? DType::kBF16 : DType::kF16);
+    compute_ = config.train.precision == Precision::kBF16 ? DType::kBF16 : DType::kF16;
+    const PrecisionGemm& gemm16 = backend_->precision_gemm(compute_);
     if (pc_.rank == 0 && !options_.quiet)
-      log_info("block GEMMs: {} ({})", gemm16_->implementation(), gemm16_->onednn_status());
+      log_info("block GEMMs: {} ({})", gemm16.implementation(), gemm16.onednn_status());
   }
   if (options_.fault_injector) injection_ = std::make_unique<FaultInjectionHook>(*options_.fault_injector, params_);
   if (!options_.resume_from.empty()) load_checkpoint(options_.resume_from);
@@ -125,6 +126,7 @@ std::vector<ChunkSpec> Trainer::my_chunks() const {
 StepResult Trainer::train_step() {
   MOE4D_CHECK_MSG(train_data_ != nullptr, "train_step on a Trainer built with evaluation_only");
   const auto t0 = Clock::now();
+  const double descheduled_before = options_.descheduled_seconds ? options_.descheduled_seconds() : 0.0;
   const ParallelConfig& par = config_.parallel;
   const int m = par.micro_batch_num, replicas = par.data_replicas();
   const int64_t step = step_ + 1;
@@ -164,7 +166,7 @@ StepResult Trainer::train_step() {
   grad_sync_->finish();
   phase("gradient sync");
   collect_replica_bytes();
-  MOE4D_CHECK_MSG(!gemm16_ || gemm16_->calls() > 0, "train.precision is 16-bit but no block GEMM used it");
+  MOE4D_CHECK_MSG(!precision_gemm() || precision_gemm()->calls() > 0, "train.precision is 16-bit but no block GEMM used it");
 
   // One world reduction carries the step's scalars and the expert load. Each value is contributed by
   // exactly one rank per data replica (TP rank 0 of the stage that computes it).
@@ -247,12 +249,22 @@ StepResult Trainer::train_step() {
   r.record["skipped_steps"] = guard_.skipped_steps();
   r.record["time"] = {{"step_s", r.seconds}, {"compute_s", r.seconds - exposed}, {"comm_exposed_s", exposed},
                       {"comm", comm}};
-  // Every rank's compute time (8 bytes per rank per step), so that a slow machine shows by name.
-  const double my_compute = r.seconds - exposed;
-  std::vector<double> rank_compute(pc_.world->size());
-  pc_.world->all_gather(&my_compute, rank_compute.data(), 1, DType::kF64);
+  // Every rank's compute time and time waiting for a CPU (16 bytes per rank per step), so that a
+  // slow machine shows by name and an oversubscribed one as descheduling rather than communication.
+  const double descheduled = options_.descheduled_seconds ? options_.descheduled_seconds() - descheduled_before
+                                                          : std::nan("");
+  const double mine[2] = {r.seconds - exposed, descheduled};
+  std::vector<double> both(2 * size_t(pc_.world->size()));
+  pc_.world->all_gather(mine, both.data(), 2, DType::kF64);
+  nlohmann::json rank_compute = nlohmann::json::array(), rank_descheduled = nlohmann::json::array();
+  for (int k = 0; k < pc_.world->size(); ++k) {
+    rank_compute.push_back(both[2 * k]);
+    rank_descheduled.push_back(std::isfinite(both[2 * k + 1]) ? nlohmann::json(both[2 * k + 1]) : nlohmann::json());
+  }
   r.record["time"]["rank_compute_s"] = rank_compute;
+  r.record["time"]["rank_descheduled_s"] = rank_descheduled;
   if (!rank_hosts_written_) {
+    if (options_.run_facts.is_object()) r.record.update(options_.run_facts);
     r.record["rank_hosts"] = rank_hosts_;
     rank_hosts_written_ = true;
   }
@@ -317,7 +329,7 @@ double Trainer::evaluate() {
                          targets + size_t(i) * S);
   };
   begin_replica_step();
-  executor_->set_numerics({.gemm = gemm16_.get()});  // the training precision, without fault injection
+  executor_->set_numerics(block_numerics());  // the training precision, without fault injection
   const double ce_sum = executor_->evaluate(fill, pc_.data_replica() * per_replica, per_replica);
   double total = pc_.coord.tp == 0 ? ce_sum : 0.0;
   pc_.world->all_reduce(&total, 1, DType::kF64, ReduceOp::kSum);
@@ -422,7 +434,8 @@ void Trainer::print_progress(const StepResult& r, int64_t stop, double elapsed, 
     fmt::print("{}\n", line.dump());
   } else {
     std::string line = fmt::format("{} step {:>5}/{} | loss {:.4f}", stamp, step_, total, w.loss / n);
-    if (config_.model.is_moe()) line += fmt::format(" | aux {:.4f}", w.aux / n);
+    // The sum over the MoE layers (Megatron logs the mean); the start of the run says so.
+    if (config_.model.is_moe()) line += fmt::format(" | aux_sum {:.4f}", w.aux / n);
     if (r.record.contains("val_loss")) line += fmt::format(" | val {:.4f}", r.record["val_loss"].get<double>());
     if (loss_scaler_.dynamic()) line += fmt::format(" | scale {:g}", r.loss_scale);
     if (r.skipped) line += fmt::format(" | skipped ({} so far)", guard_.skipped_steps());
@@ -434,7 +447,7 @@ void Trainer::print_progress(const StepResult& r, int64_t stop, double elapsed, 
 }
 
 BlockNumerics Trainer::step_numerics(int64_t step) {
-  BlockNumerics numerics{.gemm = gemm16_.get()};
+  BlockNumerics numerics = block_numerics();
   if (injection_ && options_.fault_injector->watches(step)) {
     injection_->set_step(step);
     numerics.inspector = injection_.get();
@@ -449,10 +462,10 @@ void Trainer::stop_nonfinite(int64_t step, const MicroBatchFill& fill, float mic
   NonfiniteTracer tracer(params_, config_.model.num_layers, injection);
   tracer.check_values();
   begin_zero_step(step);  // zeroes the gradients, as at the start of the step
-  executor_->set_numerics({.gemm = gemm16_.get(), .inspector = &tracer});
+  executor_->set_numerics(block_numerics(&tracer));
   executor_->train(fill, micro_batch_weight, nullptr, *grad_sync_);
   grad_sync_->finish();
-  executor_->set_numerics({.gemm = gemm16_.get()});
+  executor_->set_numerics(block_numerics());
   tracer.check_gradients();
   const NonfiniteDiagnosis diagnosis = agree_on_first_nonfinite(tracer.first(), *pc_.world);
 

@@ -23,10 +23,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/cpu_backend.h"
 #include "config/config.h"
 #include "data/blended_dataset.h"
 #include "data/token_dataset.h"
-#include "kernels/precision_gemm.h"
 #include "model/param_store.h"
 #include "model/transformer.h"
 #include "train/fault_injector.h"
@@ -60,6 +60,12 @@ struct TrainerOptions {
   // after the same step), then writes a checkpoint and returns. Borrowed; null: never stop early.
   const std::atomic<int>* stop_signal = nullptr;
   bool json_progress = false;  // progress lines as JSON objects (`train --log-format json`)
+  // Facts about the run's machines (the CLI's `oversubscription`), added to the first metrics
+  // record of the run; null: none.
+  nlohmann::json run_facts;
+  // Seconds this thread has so far spent runnable but waiting for a CPU (the OS's run-queue wait),
+  // read before and after each step: time.rank_descheduled_s. Empty, or NaN: not measured.
+  std::function<double()> descheduled_seconds;
 };
 
 struct StepResult {
@@ -94,6 +100,9 @@ class Trainer {
   int64_t step() const { return step_; }
   // The signal that made run() stop before its last step (0: it did not stop on a signal).
   int stopped_by_signal() const { return stopped_by_signal_; }
+  // Consecutive non-finite steps at the end of run() (the same on every rank; 0: the run ended on a
+  // good step). Such a run wrote no checkpoint since the streak began.
+  int nonfinite_streak() const { return guard_.streak(); }
   // The step directory of the newest checkpoint this Trainer wrote (empty if none).
   const std::string& last_checkpoint() const { return last_checkpoint_; }
   // The JSONL metrics file (rank 0; empty elsewhere).
@@ -103,7 +112,9 @@ class Trainer {
   const LossScaler& loss_scaler() const { return loss_scaler_; }
   int64_t skipped_steps() const { return guard_.skipped_steps(); }
   // The 16-bit GEMM of train.precision bf16 / fp16 (which implementation it uses); null for fp32.
-  const PrecisionGemm* precision_gemm() const { return gemm16_.get(); }
+  const PrecisionGemm* precision_gemm() const {
+    return compute_ == DType::kF32 ? nullptr : &backend_->precision_gemm(compute_);
+  }
   Transformer& model() { return *model_; }
   // Full parameter tensors gathered on rank 0 (empty elsewhere): for tests and checkpoints.
   std::map<std::string, FullTensor> gather_parameters();
@@ -177,7 +188,12 @@ class Trainer {
   // Every world rank's host name (gathered once), written with the first step record of this run.
   std::vector<std::string> rank_hosts_;
   bool rank_hosts_written_ = false;
-  std::unique_ptr<PrecisionGemm> gemm16_;  // null for fp32
+  // The backend every kernel of the model runs on, and the block GEMMs' compute type (train.precision).
+  std::unique_ptr<CpuBackend> backend_ = std::make_unique<CpuBackend>();
+  DType compute_ = DType::kF32;
+  BlockNumerics block_numerics(TensorInspector* inspector = nullptr) const {
+    return {.backend = backend_.get(), .compute = compute_, .inspector = inspector};
+  }
   LossScaler loss_scaler_;
   NonfiniteGuard guard_;
   std::unique_ptr<FaultInjectionHook> injection_;  // with options_.fault_injector only

@@ -46,7 +46,8 @@ void Trainer::setup_zero() {
     zero_values_ = std::make_unique<ZeroParamGatherer>(params_, pc_, *zero_layout_, stage, par.zero3_prefetch_buckets);
     zero_values_->shard_from_flat();
   }
-  optimizer_ = make_optimizer(config_.train, stage, params_, pc_, *zero_layout_, *grad_sync_, zero_values_.get());
+  optimizer_ =
+      make_optimizer(*backend_, config_.train, stage, params_, pc_, *zero_layout_, *grad_sync_, zero_values_.get());
   // Every stage: stages 2/3 gather and reduce through the hooks; 0/1 only take the bucket cuts from
   // them, so that the blocks' weight-gradient GEMMs are cut the same way in every stage.
   zero_hooks_ = std::make_unique<ZeroLayerHooks>(stage == 3 ? zero_values_.get() : nullptr, grad_sync_.get());

@@ -39,6 +39,8 @@ elif case == "token_out_of_vocab":  # the header's sha256 is updated, so only th
 elif case == "num_tokens_2p63":
     text = json.dumps(header, indent=2).replace('"num_tokens": %d' % header["num_tokens"], '"num_tokens": 9223372036854775808')
     open(jsonp, "w").write(text + "\n")
+elif case == "valid_over_train":  # the smaller valid.bin copied over train.bin (found by fuzzing)
+    save_bin(open(os.path.join(data, "valid.bin"), "rb").read())
 elif case == "tokenizer_garbage":
     open(os.path.join(data, "garbage.model"), "wb").write(os.urandom(3000))
 elif case == "tokenizer_directory":

@@ -8,7 +8,9 @@
 
 #include "data/corpus_reader.h"
 #include "data/token_dataset.h"
+#include "data/megatron_indexed_dataset.h"
 #include "data/tokenizer.h"
+#include "data/tokenizer_record.h"
 #include "data_test_util.h"
 #include "fortunes_sample.h"
 
@@ -183,14 +185,80 @@ TEST_F(PrepareTest, Errors) {
   o = options("err");
   o.tokenizer = "wordpiece";
   expect_error([&] { prepare_corpus(o); }, {"\"wordpiece\"", "bpe", "bytes"});
-  for (double fraction : {0.0, 1.0, -0.5}) {
+  for (double fraction : {1.0, -0.5}) {
     o = options("err");
     o.valid_fraction = fraction;
-    expect_error([&] { prepare_corpus(o); }, {"valid fraction", "(0, 1)"});
+    expect_error([&] { prepare_corpus(o); }, {"valid fraction", "[0, 1)"});
   }
+  o = options("err");
+  o.valid_fraction = 0;
+  o.min_valid_documents = 2;
+  expect_error([&] { prepare_corpus(o); }, {"--min-valid-documents 2", "--valid-fraction 0"});
   o = options("");
   o.output_dir = "";
   expect_error([&] { prepare_corpus(o); }, {"no output directory"});
+}
+
+TEST_F(PrepareTest, ValidFractionZeroWritesNoValidShardAndRemovesAnOldOne) {
+  PrepareOptions o = options("no_valid");
+  o.tokenizer = "bytes";
+  prepare_corpus(o);  // an earlier run with a validation split
+  ASSERT_TRUE(fs::exists(dir_.file("no_valid/valid.bin")));
+  o.valid_fraction = 0;
+  const PrepareSummary summary = prepare_corpus(o);
+  EXPECT_EQ(summary.valid_documents, 0);
+  EXPECT_EQ(summary.train_documents, summary.documents);
+  EXPECT_TRUE(summary.valid_path.empty());
+  EXPECT_TRUE(summary.valid_shards.empty());
+  EXPECT_FALSE(fs::exists(dir_.file("no_valid/valid.bin")));
+  EXPECT_FALSE(fs::exists(dir_.file("no_valid/valid.json")));
+  EXPECT_NE(format_prepare_summary(summary).find("valid:     none (--valid-fraction 0"), std::string::npos);
+  EXPECT_EQ(TokenDataset::open(dir_.file("no_valid/train")).num_documents(), summary.documents);
+}
+
+TEST_F(PrepareTest, SummaryNamesTheInputs) {
+  PrepareOptions o = options("named");
+  o.tokenizer = "bytes";
+  const std::string text = format_prepare_summary(prepare_corpus(o));
+  EXPECT_NE(text.find("input:     " + corpus_dir_ + "\n"), std::string::npos) << text;
+}
+
+TEST_F(PrepareTest, EveryShardRecordsTheTokenizerIdentity) {
+  PrepareOptions o = options("identity");
+  o.vocab_size = 400;
+  o.shard_size = 2000;  // several numbered shards
+  const PrepareSummary summary = prepare_corpus(o);
+  ASSERT_GT(summary.train_shards.size(), 1u);
+  const TokenizerIdentity expected = tokenizer_identity_of(dir_.file("identity/tokenizer.model"));
+  EXPECT_EQ(expected.kind, "sentencepiece");
+  EXPECT_EQ(expected.vocab_size, 400);
+  EXPECT_EQ(expected.sha256.size(), 64u);
+  for (const auto* shards : {&summary.train_shards, &summary.valid_shards})
+    for (const std::string& shard : *shards) {
+      const TokenShardHeader header = read_token_shard_header(token_shard_paths(shard).json);
+      ASSERT_TRUE(header.tokenizer_identity.has_value()) << shard;
+      EXPECT_EQ(*header.tokenizer_identity, expected) << shard;
+    }
+  // Megatron: the sidecar beside each .bin/.idx, which the dataset reads its tokenizer from.
+  o.output_dir = dir_.file("identity_megatron");
+  o.output_format = "megatron";
+  o.shard_size = 0;
+  prepare_corpus(o);
+  for (const char* split : {"train", "valid"}) {
+    const std::vector<RecordedTokenizer> recorded =
+        read_recorded_tokenizers(dir_.file("identity_megatron/") + split, TokenFormat::kMegatron);
+    ASSERT_EQ(recorded.size(), 1u);
+    EXPECT_EQ(recorded[0].file, dir_.file("identity_megatron/") + split + ".tokenizer.json");
+    ASSERT_TRUE(recorded[0].identity.has_value());
+    // The same model file (copied beside the shards) has the same identity.
+    EXPECT_EQ(recorded[0].identity->sha256, tokenizer_identity_of(dir_.file("identity_megatron/tokenizer.model")).sha256);
+    EXPECT_EQ(MegatronIndexedDataset(dir_.file("identity_megatron/") + split, 400).tokenizer_spec(),
+              dir_.file("identity_megatron/tokenizer.model"));
+  }
+  // A later run in another format removes the sidecars with the Megatron files.
+  o.output_format = "moe4d";
+  prepare_corpus(o);
+  EXPECT_FALSE(fs::exists(dir_.file("identity_megatron/train.tokenizer.json")));
 }
 
 }  // namespace

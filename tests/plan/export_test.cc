@@ -75,9 +75,11 @@ const std::set<std::string> kParallelKeys = {"parallel_mode", "full_batch", "gra
                                              "pipeline_config"};
 const std::set<std::string> kRecomputeKeys = {"recompute", "select_recompute", "parallel_optimizer_comm_recompute",
                                               "mp_comm_recompute", "recompute_slice_activation"};
-const std::set<std::string> kMoeKeys = {"expert_num",   "num_experts_chosen",   "capacity_factor",
-                                        "aux_loss_factor", "z_loss_factor",      "balance_via_topk_bias",
-                                        "topk_bias_update_rate", "moe_intermediate_size", "routing_policy"};
+const std::set<std::string> kMoeKeys = {"expert_num",        "num_experts_chosen",   "capacity_factor",
+                                        "aux_loss_factor",   "z_loss_factor",        "balance_via_topk_bias",
+                                        "topk_bias_update_rate", "moe_intermediate_size", "routing_policy",
+                                        "norm_topk_prob",    "router_dense_type",    "shared_expert_num",
+                                        "use_gating_sigmoid"};
 
 void expect_keys_within(const YAML::Node& node, const std::set<std::string>& allowed, const std::string& section) {
   ASSERT_TRUE(node.IsMap()) << section;
@@ -118,8 +120,16 @@ void expect_mindformers_accepts(const PlanContext& ctx, const Layout& l, const s
     EXPECT_EQ(gas, 1);
     EXPECT_EQ(int64_t{batch} * dp * mbn, ctx.setup.global_batch);
   }
-  // Sequence parallelism as planned (only with TP: MindFormers shards the sequence over model_parallel).
-  EXPECT_EQ(pc["use_seq_parallel"].as<bool>(), l.sequence_parallel && l.tp > 1);
+  // Sequence parallelism as planned (only with TP: MindFormers shards the sequence over model_parallel), and
+  // mindformers/tools/check_rules.py _check_moe_parallel_valid: MoE with model_parallel > 1 raises without it.
+  EXPECT_EQ(pc["use_seq_parallel"].as<bool>(), (l.sequence_parallel || ctx.model.is_moe()) && l.tp > 1);
+  if (mp > 1 && ctx.model.is_moe()) EXPECT_TRUE(pc["use_seq_parallel"].as<bool>());
+  // gradient_aggregation_group: the number of gradient fusion groups over the layers
+  // (mindformers/models/utils.py LayerSetting.set: layer i in group i / max((layers + 1) / g, 1) + 1), a
+  // positive int (TransformerOpParallelConfig's setter), at most one group per layer.
+  const int groups = pc["gradient_aggregation_group"].as<int>();
+  EXPECT_GE(groups, 1);
+  EXPECT_LE(groups, ctx.model.num_layers);
   // Recompute: full is `recompute`, selective `select_recompute`, never both.
   EXPECT_EQ(doc["recompute_config"]["recompute"].as<bool>(), l.recompute == RecomputeGranularity::kFull);
   EXPECT_EQ(doc["recompute_config"]["select_recompute"].as<bool>(), l.recompute == RecomputeGranularity::kSelective);
@@ -150,6 +160,14 @@ void expect_mindformers_accepts(const PlanContext& ctx, const Layout& l, const s
       EXPECT_GE(moe["capacity_factor"].as<double>() * chosen / experts, 1.0);
     }
     EXPECT_EQ(doc["parallel"]["enable_alltoall"].as<bool>(), ep > 1);
+    // moe_intermediate_size is the routed experts' width (parallel_core/transformer_config_utils.py maps
+    // it to moe_ffn_hidden_size); norm_topk_prob is the top-k renormalisation; the router runs in fp32.
+    EXPECT_EQ(moe["moe_intermediate_size"].as<int>(), ctx.model.expert_ffn());
+    EXPECT_EQ(moe["norm_topk_prob"].as<bool>(), ctx.model.moe.normalize_top_k);
+    EXPECT_EQ(moe["router_dense_type"].as<std::string>(), "float32");
+    if (ctx.model.shared_ffn() > 0 && ctx.model.shared_ffn() % ctx.model.expert_ffn() == 0) {
+      EXPECT_EQ(moe["shared_expert_num"].as<int>() * ctx.model.expert_ffn(), ctx.model.shared_ffn());
+    }
   } else {
     EXPECT_FALSE(doc["moe_config"]);
   }
@@ -173,7 +191,27 @@ TEST(Export, MindFormersCountsExpertParallelismInsideDataParallel) {
   EXPECT_EQ(doc["runner_config"]["batch_size"].as<int>(), 1);
   EXPECT_EQ(doc["moe_config"]["expert_num"].as<int>(), 16);
   EXPECT_EQ(doc["moe_config"]["num_experts_chosen"].as<int>(), 2);
+  // MoE with model_parallel 4: check_rules needs use_seq_parallel even though this layout was planned without.
+  EXPECT_TRUE(pc["use_seq_parallel"].as<bool>());
+  // Not moe4d's 630 buckets: MindFormers' fusion groups over the 64 layers.
+  EXPECT_EQ(pc["gradient_aggregation_group"].as<int>(), 64);
   expect_mindformers_accepts(ctx, articles_layout(ctx), "articles");
+}
+
+// DeepSeek-MoE-16B: routed width 1408 (not the dense layer's 10944), two shared experts of that width,
+// unnormalised top-k weights, layer 0 dense.
+TEST(Export, MindFormersMoeKeysMeanWhatMindFormersMeans) {
+  const ModelPreset deepseek = model_preset("deepseek-moe-16b");
+  const PlanContext ctx{"deepseek-moe-16b", deepseek.model, deepseek.setup, cluster_preset("dgx-h100")};
+  const Layout layout = parse_layout("dp=2,ep=8,tp=2,pp=2,mb=8", ctx.setup.global_batch, 64);
+  const std::string text = export_mindformers(ctx, layout);
+  const YAML::Node doc = YAML::Load(text);
+  EXPECT_EQ(doc["moe_config"]["moe_intermediate_size"].as<int>(), 1408);
+  EXPECT_EQ(doc["moe_config"]["shared_expert_num"].as<int>(), 2);
+  EXPECT_FALSE(doc["moe_config"]["norm_topk_prob"].as<bool>());
+  EXPECT_NE(text.find("first_k_dense_replace"), std::string::npos);
+  EXPECT_NE(text.find("model_config.intermediate_size"), std::string::npos);
+  expect_mindformers_accepts(ctx, layout, "deepseek-moe-16b");
 }
 
 TEST(Export, MindFormersAcceptsPipelinesZeroStagesAndDenseModels) {
@@ -198,7 +236,8 @@ std::map<std::string, std::string> parse_flags(const std::string& text) {
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
+    line.erase(0, line.find_first_not_of(' '));  // the arguments are indented under pretrain_gpt.py
+    if (line.empty() || line[0] == '#' || line.rfind("--", 0) != 0) continue;
     if (line.size() >= 2 && line.substr(line.size() - 2) == " \\") line.resize(line.size() - 2);
     const size_t space = line.find(' ');
     flags[line.substr(0, space)] = space == std::string::npos ? "" : line.substr(space + 1);
@@ -223,11 +262,12 @@ TEST(Export, MegatronArgumentsDescribeTheLayout) {
   flags = parse_flags(export_megatron(ctx, inter));
   EXPECT_EQ(flags["--num-virtual-stages-per-pipeline-rank"], "2");
   EXPECT_TRUE(flags.count("--use-distributed-optimizer"));
-  // Every second layer MoE: Megatron's pattern lists them explicitly.
+  // Every second layer MoE (layers 1, 3, ..., 63): Megatron's list expression (its integer form would put
+  // the MoE layer first in each period).
   PlanContext alternating = ctx;
   alternating.model.moe.layer_freq = 2;
   flags = parse_flags(export_megatron(alternating, articles_layout(ctx)));
-  EXPECT_EQ(flags["--moe-layer-freq"], "\"([0]*1+[1])*32\"");
+  EXPECT_EQ(flags["--moe-layer-freq"], "\"[0]*1+([1]+[0]*1)*31+[1]+[0]*0\"");
 }
 
 // Mixtral's GQA and theta, DeepSeek-MoE's expert widths, shared experts, dense layer 0 and
@@ -251,7 +291,7 @@ TEST(Export, ModelOptionsReachMegatronAndMoe4dConfigs) {
   EXPECT_EQ(flags["--moe-shared-expert-intermediate-size"], "2816");
   EXPECT_TRUE(flags.count("--moe-router-pre-softmax"));
   EXPECT_EQ(flags["--norm-epsilon"], "1e-06");
-  EXPECT_EQ(flags["--moe-layer-freq"].substr(0, 6), "\"[0,1,");
+  EXPECT_EQ(flags["--moe-layer-freq"], "\"[0]*1+([1]+[0]*0)*26+[1]+[0]*0\"");  // layer 0 dense, 27 MoE layers
   const Config config = parse_config(export_moe4d_config(dctx, dlayout, std::nullopt), "exported.yaml");
   EXPECT_EQ(config.model.moe.expert_ffn_hidden_size, 1408);
   EXPECT_EQ(config.model.shared_ffn(), 2816);

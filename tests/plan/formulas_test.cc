@@ -61,6 +61,26 @@ TEST(ParamCount, ModelOptionsByHand) {
   EXPECT_DOUBLE_EQ(s1.experts, 2 * 3 * 8 * 8 / 2);
 }
 
+// The closed-form MoE-layer count agrees with ModelConfig::is_moe_layer layer by layer.
+TEST(ParamCount, MoeLayersInClosedFormMatchesTheLayerRule) {
+  ModelConfig m = tiny_moe();
+  m.num_layers = 37;
+  for (int freq : {1, 2, 3, 5})
+    for (int first_dense : {0, 1, 4, 7}) {
+      m.moe.layer_freq = freq;
+      m.moe.first_dense_layers = first_dense;
+      for (int a = 0; a <= m.num_layers; a += 3)
+        for (int b = a; b <= m.num_layers; b += 2) {
+          int64_t expected = 0;
+          for (int l = a; l < b; ++l) expected += m.is_moe_layer(l) ? 1 : 0;
+          EXPECT_EQ(moe_layers_in(m, a, b), expected) << "freq " << freq << " first_dense " << first_dense << " [" << a
+                                                      << ", " << b << ")";
+        }
+    }
+  m.moe.num_experts = 0;
+  EXPECT_EQ(moe_layers_in(m, 0, m.num_layers), 0);
+}
+
 // Mixtral-8x7B and DeepSeek-MoE-16B presets have their published sizes.
 TEST(ParamCount, PresetsMatchThePublishedModels) {
   const ModelParamCount mixtral = count_model_params(model_preset("mixtral-8x7b").model);
@@ -444,6 +464,58 @@ TEST(Step, SingleDeviceIsComputePlusOptimizer) {
   EXPECT_NEAR(e.time.step, 4 * 3 * forward + optimizer, 1e-15);
   EXPECT_NEAR(e.tokens_per_second, 8 * 4 / e.time.step, 1e-6);
   EXPECT_NEAR(e.mfu, 3 * 16640.0 * 8 / (e.time.step * 1e12), 1e-12);
+}
+
+// The per-stage breakdown (issue 25: compare with a profiler) adds up to the step's own parts on every
+// layout family: the critical stage's GEMM classes + memory-bound work are its compute, its exposed
+// collectives and recompute are the step's, busy + idle is the pipeline part, and the GEMM classes are
+// the layer's GEMM time.
+TEST(Step, StageBreakdownAddsUpToTheStep) {
+  const ModelPreset preset = model_preset("moe-120b");
+  ClusterSpec cluster = flat_cluster(8, 8, 1e15);
+  PlanContext ctx{"moe-120b", preset.model, preset.setup, cluster};
+  const LayerCompute moe_layer = layer_compute(ctx.model, ctx.setup, make_layout(8, 8, 1, 1, 1, 4), cluster, true);
+  EXPECT_NEAR(moe_layer.gemms.sum(), moe_layer.forward.gemm_time, 1e-12 * moe_layer.forward.gemm_time);
+  for (const std::string& text : {std::string("dp=8,ep=8,tp=1,pp=1,mb=4"),
+                                  std::string("dp=2,ep=8,tp=4,pp=1,mb=16,recompute=full,zero=3"),
+                                  std::string("dp=2,ep=8,pp=4,mb=16,recompute=selective,zero=2,schedule=interleaved,v=2"),
+                                  std::string("dp=1,ep=8,tp=2,pp=4,mb=32,zero=1,sp=1")}) {
+    SCOPED_TRACE(text);
+    const Layout l = parse_layout(text, ctx.setup.global_batch, 64);
+    LayoutEvaluator evaluator(ctx);
+    const Evaluation e = evaluator.evaluate(l);
+    const std::vector<StageTime> stages = evaluator.stage_times(l);
+    ASSERT_EQ(static_cast<int>(stages.size()), l.pp);
+    const StageTime& crit = stages[e.time.critical_stage];
+    const double tol = 1e-9 * e.time.step;
+    EXPECT_NEAR(crit.gemms.sum() + crit.head_gemm + crit.memory_bound, e.time.compute, tol);
+    EXPECT_NEAR(crit.recompute, e.time.recompute, tol);
+    EXPECT_NEAR(crit.tp_exposed, e.time.tp_comm, tol);
+    EXPECT_NEAR(crit.ep_exposed, e.time.ep_comm, tol);
+    EXPECT_NEAR(crit.ep_exposed + crit.ep_hidden, e.time.ep_comm_total, tol);
+    EXPECT_NEAR(crit.pp_exposed, e.time.pp_comm, tol);
+    EXPECT_NEAR(crit.idle, e.time.bubble, tol);
+    double dp = 0, gather = 0, optimizer = 0;
+    for (const StageTime& s : stages) {
+      EXPECT_NEAR(s.busy + s.idle, crit.busy + crit.idle, tol) << "stage " << s.stage;
+      EXPECT_GE(s.memory_bound, 0);
+      EXPECT_GE(s.ep_hidden, 0);
+      EXPECT_GE(s.zero_hidden, 0);
+      EXPECT_EQ(s.head, s.stage == l.pp - 1);
+      EXPECT_EQ(s.embedding, s.stage == 0);
+      EXPECT_EQ(s.head_gemm > 0, s.head);
+      dp = std::max(dp, s.dp_exposed);
+      gather = std::max(gather, s.param_gather);
+      optimizer = std::max(optimizer, s.optimizer);
+    }
+    EXPECT_NEAR(crit.busy + crit.idle + dp + gather + optimizer, e.time.step, tol);
+  }
+  // A chunked all-to-all hides part of itself behind the expert GEMMs.
+  ctx.model.moe.a2a_chunks = 4;
+  LayoutEvaluator evaluator(ctx);
+  const StageTime chunked = evaluator.stage_times(parse_layout("dp=2,ep=8,tp=4,pp=1,mb=16", ctx.setup.global_batch, 64))[0];
+  EXPECT_GT(chunked.ep_hidden, 0);
+  EXPECT_GT(chunked.ep_exposed, 0);
 }
 
 TEST(Step, DataParallelReductionWithoutOverlapIsFullyExposed) {

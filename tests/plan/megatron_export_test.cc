@@ -6,6 +6,7 @@
 // (tests/plan/data/megatron_flags.txt, names only, taken from add_megatron_arguments).
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <set>
@@ -23,14 +24,19 @@ namespace {
 struct MegatronRun {
   std::map<std::string, std::string> env;   // from `export NAME=VALUE` lines
   std::set<std::string> unset;              // from `unset NAME` lines
+  std::map<std::string, std::string> launcher;  // torchrun's options -> value
+  std::string script;                           // the script torchrun runs
   std::map<std::string, std::string> flags;  // option -> value ("" for store_true)
   std::vector<std::string> order;            // options as emitted (duplicates show here)
 };
 
+// Reads the exported command as a shell would: comment lines, env lines, then one `torchrun` command
+// continued with " \" whose options run up to the script, after which come the script's options.
 MegatronRun parse_run(const std::string& text) {
   MegatronRun run;
   std::istringstream in(text);
   std::string line;
+  bool in_command = false;
   while (std::getline(in, line)) {
     if (line.empty() || line[0] == '#') continue;
     if (line.rfind("export ", 0) == 0) {
@@ -42,12 +48,43 @@ MegatronRun parse_run(const std::string& text) {
       run.unset.insert(line.substr(6));
       continue;
     }
-    if (line.size() >= 2 && line.substr(line.size() - 2) == " \\") line.resize(line.size() - 2);
-    const size_t space = line.find(' ');
-    const std::string name = line.substr(0, space);
-    run.flags[name] = space == std::string::npos ? "" : line.substr(space + 1);
-    run.order.push_back(name);
+    const bool continued = line.size() >= 2 && line.substr(line.size() - 2) == " \\";
+    if (continued) line.resize(line.size() - 2);
+    EXPECT_TRUE(in_command || line.rfind("torchrun ", 0) == 0) << "not part of the torchrun command: " << line;
+    in_command = continued;
+    if (line.rfind("torchrun ", 0) == 0) line = line.substr(9);
+    // Words as the shell splits them: spaces outside double quotes (the quotes stay in the word).
+    std::vector<std::string> words(1);
+    bool quoted = false;
+    for (char ch : line) {
+      if (ch == '"') quoted = !quoted;
+      if (ch == ' ' && !quoted) {
+        if (!words.back().empty()) words.emplace_back();
+        continue;
+      }
+      words.back() += ch;
+    }
+    EXPECT_FALSE(quoted) << "unbalanced quotes: " << line;
+    if (words.back().empty()) words.pop_back();
+    for (size_t i = 0; i < words.size(); ++i) {
+      const std::string& name = words[i];
+      if (name.rfind("--", 0) != 0) {  // the script: its options follow
+        EXPECT_TRUE(run.script.empty()) << "a stray word: " << name;
+        run.script = name;
+        continue;
+      }
+      std::string value;
+      if (i + 1 < words.size() && words[i + 1].rfind("--", 0) != 0 && !(run.script.empty() && words[i + 1].find(".py") != std::string::npos))
+        value = words[++i];
+      if (run.script.empty()) {
+        run.launcher[name] = value;
+      } else {
+        run.flags[name] = value;
+        run.order.push_back(name);
+      }
+    }
   }
+  EXPECT_FALSE(in_command) << "the command ends with a continuation";
   return run;
 }
 
@@ -70,6 +107,12 @@ void expect_megatron_accepts(const MegatronRun& r, int world, bool moe, const st
   SCOPED_TRACE(what);
   static const std::set<std::string> names = megatron_option_names();
   ASSERT_GT(names.size(), 500u) << "tests/plan/data/megatron_flags.txt missing";
+  // torchrun: one process per device of a node, the nodes, this node's rank and the rendezvous; the script
+  // is Megatron's GPT pretraining entry point.
+  EXPECT_EQ(r.script, "pretrain_gpt.py");
+  ASSERT_TRUE(r.launcher.count("--nproc_per_node") && r.launcher.count("--nnodes"));
+  EXPECT_EQ(std::stoi(r.launcher.at("--nproc_per_node")) * std::stoi(r.launcher.at("--nnodes")), world);
+  for (const char* key : {"--node_rank", "--master_addr", "--master_port"}) EXPECT_TRUE(r.launcher.count(key)) << key;
   // argparse (parse_args, allow_abbrev=False): every option must be one the parser defines, given once.
   for (const std::string& flag : r.order) EXPECT_TRUE(names.count(flag)) << flag << " is not a Megatron-LM option";
   EXPECT_EQ(r.order.size(), r.flags.size()) << "an option is given twice";
@@ -148,11 +191,46 @@ void expect_megatron_accepts(const MegatronRun& r, int world, bool moe, const st
     EXPECT_TRUE(r.flags.at("--recompute-method") == "uniform" || r.flags.at("--recompute-method") == "block");
   }
   // moe4d's RoPE rotates pairs (2i, 2i+1): Megatron's rotary_interleaved
-  // (megatron/core/models/common/embeddings/rope_utils.py _rotate_half). TransformerConfig.__post_init__
-  // refuses interleaved RoPE with the fused kernel on TE < 2.3, so the export turns fusion off.
+  // (megatron/core/models/common/embeddings/rope_utils.py _rotate_half) over the whole head (rotary_percent
+  // 1.0, the default, so not given). --rotary-base is type=int in the parser. Fusion stays Megatron's default
+  // (TransformerConfig.__post_init__ accepts interleaved + fused with TE >= 2.3; the comment says so).
   EXPECT_EQ(r.flags.at("--position-embedding-type"), "rope");
   EXPECT_TRUE(r.flags.count("--rotary-interleaved"));
-  EXPECT_TRUE(r.flags.count("--no-rope-fusion"));
+  EXPECT_FALSE(r.flags.count("--rotary-percent"));
+  const std::string base = r.flags.at("--rotary-base");
+  EXPECT_EQ(std::to_string(std::stoll(base)), base) << "--rotary-base must be an integer";
+  // validate_args: a single data source (--mock-data here); iteration-based training with min_lr <= lr.
+  EXPECT_EQ(r.flags.count("--mock-data") + r.flags.count("--data-path"), 1u);
+  EXPECT_TRUE(r.flags.count("--train-iters"));
+  EXPECT_FALSE(r.flags.count("--train-samples"));
+  EXPECT_LE(std::stod(r.flags.at("--min-lr")), std::stod(r.flags.at("--lr")));
+  // training_config.py: lr_decay_style is one of constant, linear, cosine, inverse-square-root, WSD.
+  EXPECT_EQ(r.flags.at("--lr-decay-style"), "cosine");
+  // --moe-grouped-gemm where a rank holds more than one expert (one GEMM over its local experts).
+  if (moe) {
+    EXPECT_EQ(r.flags.count("--moe-grouped-gemm") > 0, num(r, "--num-experts") / ep > 1);
+    EXPECT_EQ(r.flags.at("--moe-router-dtype"), "fp32");  // transformer_config.py: fp32 or fp64
+  } else {
+    EXPECT_FALSE(r.flags.count("--moe-grouped-gemm"));
+  }
+}
+
+// Expands Megatron's --moe-layer-freq value the way arguments.py moe_freq_type / _eval_pattern does for
+// the forms the export writes: "1", or "[0]*a+([1]+[0]*b)*c+[1]+[0]*d" (quoted for the shell).
+std::vector<int> expand_layer_freq(std::string v, int layers) {
+  if (v == "1") return std::vector<int>(layers, 1);
+  EXPECT_EQ(v.front(), '"');
+  v = v.substr(1, v.size() - 2);
+  int a = 0, b = 0, c = 0, d = 0;
+  EXPECT_EQ(std::sscanf(v.c_str(), "[0]*%d+([1]+[0]*%d)*%d+[1]+[0]*%d", &a, &b, &c, &d), 4) << v;
+  std::vector<int> out(a, 0);
+  for (int i = 0; i < c; ++i) {
+    out.push_back(1);
+    out.insert(out.end(), b, 0);
+  }
+  out.push_back(1);
+  out.insert(out.end(), d, 0);
+  return out;
 }
 
 PlanContext context(const std::string& preset_name) {
@@ -232,6 +310,65 @@ TEST(MegatronExport, EveryPresetAndScheduleUsesOnlyMegatronOptions) {
       expect_megatron_accepts(parse_run(export_megatron(ctx, layout)), world, moe, name + " " + text);
     }
   }
+}
+
+// The MoE layer pattern reproduces moe4d's rule for every first_dense_layers / layer_freq combination.
+TEST(MegatronExport, MoeLayerPatternMatchesTheModel) {
+  PlanContext ctx = context("moe-120b");
+  const Layout layout = parse_layout("dp=8,ep=8,tp=1,pp=1,mb=4", ctx.setup.global_batch, 64);
+  for (int freq : {1, 2, 3})
+    for (int first_dense : {0, 1, 3}) {
+      ctx.model.moe.layer_freq = freq;
+      ctx.model.moe.first_dense_layers = first_dense;
+      const MegatronRun r = parse_run(export_megatron(ctx, layout));
+      const std::vector<int> pattern = expand_layer_freq(r.flags.at("--moe-layer-freq"), ctx.model.num_layers);
+      ASSERT_EQ(pattern.size(), static_cast<size_t>(ctx.model.num_layers)) << "freq " << freq << " first " << first_dense;
+      for (int l = 0; l < ctx.model.num_layers; ++l)
+        EXPECT_EQ(pattern[l], ctx.model.is_moe_layer(l) ? 1 : 0) << "layer " << l << " freq " << freq;
+    }
+}
+
+// A complete command: the launcher for the cluster, the train section of the config the model came from,
+// RoPE that matches the model, grouped GEMM only where a rank holds several experts.
+TEST(MegatronExport, CompleteCommandForTheCluster) {
+  PlanContext ctx = context("moe-120b");
+  const Layout layout = parse_layout("dp=2,ep=8,tp=4,pp=1,mb=16,recompute=full", ctx.setup.global_batch, 64);
+  Config base;
+  base.model = ctx.model;
+  base.train.steps = 500;
+  base.train.lr = 2e-4;
+  base.train.min_lr = 2e-5;
+  base.train.warmup_steps = 50;
+  const std::string text = export_megatron(ctx, layout, base);
+  const MegatronRun r = parse_run(text);
+  expect_megatron_accepts(r, 64, true, "complete");
+  EXPECT_EQ(r.launcher.at("--nproc_per_node"), "8");
+  EXPECT_EQ(r.launcher.at("--nnodes"), "8");
+  EXPECT_EQ(r.launcher.at("--node_rank"), "\"${NODE_RANK:?set NODE_RANK to this node's index}\"");  // the shell stops without it
+  EXPECT_EQ(r.flags.at("--train-iters"), "500");
+  EXPECT_EQ(r.flags.at("--lr"), "0.0002");
+  EXPECT_EQ(r.flags.at("--lr-warmup-iters"), "50");
+  EXPECT_EQ(r.flags.at("--rotary-base"), "10000");
+  EXPECT_TRUE(r.flags.count("--moe-grouped-gemm"));  // 16 experts / EP 8 = 2 per rank
+  EXPECT_NE(text.find("Transformer Engine >= 2.3"), std::string::npos);
+  // One expert per rank: no grouped GEMM. One node: a local rendezvous.
+  const Layout one = parse_layout("dp=1,ep=16,tp=1,pp=1,mb=16", ctx.setup.global_batch, 16);
+  ctx.cluster = cluster_with_devices(context("moe-120b").cluster, 16);
+  const MegatronRun r16 = parse_run(export_megatron(ctx, one));
+  expect_megatron_accepts(r16, 16, true, "ep16");
+  EXPECT_FALSE(r16.flags.count("--moe-grouped-gemm"));
+  PlanContext mixtral = context("mixtral-8x7b");
+  mixtral.cluster = cluster_with_devices(mixtral.cluster, 8);
+  const MegatronRun single = parse_run(export_megatron(mixtral, parse_layout("dp=1,ep=8,tp=1,pp=1,mb=64", 512, 8)));
+  expect_megatron_accepts(single, 8, true, "one node");
+  EXPECT_EQ(single.launcher.at("--nnodes"), "1");
+  EXPECT_EQ(single.launcher.at("--master_addr"), "localhost");
+  EXPECT_EQ(single.flags.at("--rotary-base"), "1000000");
+  // A non-integer theta is rounded, and the export says so.
+  mixtral.model.rope_theta = 10000.25;
+  const std::string rounded = export_megatron(mixtral, parse_layout("dp=1,ep=8,tp=1,pp=1,mb=64", 512, 8));
+  EXPECT_NE(rounded.find("is not an integer"), std::string::npos);
+  EXPECT_EQ(parse_run(rounded).flags.at("--rotary-base"), "10000");
 }
 
 }  // namespace
