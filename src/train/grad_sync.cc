@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "comm/mpi_reduce_ops.h"
+#include "comm/half_float.h"
 #include "core/check.h"
 #include "kernels/optimizer_kernels.h"
 #include "train/tensor_gather.h"

@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../train/train_fixture.h"
-#include "comm/mpi_communicator.h"
+#include "comm/mpi/mpi_communicator.h"
 #include "parallel/parallel_context.h"
 #include "train/trainer.h"
 

@@ -1,6 +1,6 @@
-// comm/mpi_communicator.cc — Communicator over MPI: non-blocking operations with deadlines and a progress
+// comm/mpi/mpi_communicator.cc — Communicator over MPI: non-blocking operations with deadlines and a progress
 // thread; blocking ones through MPI's blocking calls under the watchdog.
-#include "comm/mpi_communicator.h"
+#include "comm/mpi/mpi_communicator.h"
 
 #include <sched.h>
 
@@ -10,10 +10,10 @@
 #include <mutex>
 #include <thread>
 
-#include "comm/mpi_arrival_exchange.h"
-#include "comm/mpi_census.h"
-#include "comm/mpi_progress_engine.h"
-#include "comm/mpi_reduce_ops.h"
+#include "comm/mpi/mpi_arrival_exchange.h"
+#include "comm/mpi/mpi_census.h"
+#include "comm/mpi/mpi_progress_engine.h"
+#include "comm/mpi/mpi_reduce_ops.h"
 #include "core/error.h"
 #include "core/cycle_clock.h"
 #include "core/log.h"
@@ -522,6 +522,16 @@ std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, const s
 void MpiCommunicator::flush_trace() {
   for (std::unique_ptr<MpiArrivalExchange>& exchange : pending_exchanges_) exchange->complete();
   pending_exchanges_.clear();
+}
+
+std::unique_ptr<Communicator> MpiCommunicator::split_node(const std::string& name) {
+  // Guarded like split(): every member must arrive before the blocking MPI_Comm_split_type.
+  MPI_Request request;
+  check(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier");
+  make_work(CommOp::kBarrier, "split_node", 0, request, next_seq(), -1)->wait();
+  MPI_Comm child;
+  check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &child), "MPI_Comm_split_type");
+  return std::unique_ptr<Communicator>(new MpiCommunicator(child, name, options_, shared_));
 }
 
 int MpiCommunicator::detect_ranks_per_node() {
