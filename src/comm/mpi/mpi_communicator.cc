@@ -343,9 +343,9 @@ std::unique_ptr<Work> MpiCommunicator::all_to_all_v_async(const void* send, cons
                                                           const size_t* send_displs, void* recv,
                                                           const size_t* recv_counts, const size_t* recv_displs,
                                                           DType dtype) {
-  // Layout: [send counts | send displs | recv counts | recv displs], each size_ ints.
-  std::vector<int>& arrays = alltoallv_arrays_;  // reused: no allocation per call
-  arrays.resize(4 * static_cast<size_t>(size_));
+  // Layout: [send counts | send displs | recv counts | recv displs], each size_ ints. The arrays
+  // move into the Work (MPI_Ialltoallv reads them until completion), so each call allocates its own.
+  std::vector<int> arrays(4 * static_cast<size_t>(size_));
   size_t sent = 0;
   for (int r = 0; r < size_; ++r) {
     arrays[r] = to_count(send_counts[r], "all_to_all_v");
