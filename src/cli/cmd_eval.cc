@@ -11,6 +11,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "cli/commands.h"
+#include "cli/train_setup.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi/mpi_runtime.h"
 #include "config/config_loader.h"
@@ -76,6 +77,10 @@ int run_eval(const EvalArgs& args) {
     if (data.vocab_size() > config.model.vocab_size)
       fail("{}: the token shard has vocab_size {}, larger than the model's {}", args.data, data.vocab_size(),
            config.model.vocab_size);
+    // Ids of another tokenizer would give a meaningless loss: the shard's must be the checkpoint's.
+    if (data.header().tokenizer_identity)
+      check_checkpoint_tokenizer(checkpoint.path(), *data.header().tokenizer_identity,
+                                 fmt::format("--data {} was made with", data.paths().json));
     windows = int64_t(config.train.eval_batches) * config.train.global_batch_size;
     if (windows > max_eval_windows(data, config.model.seq_length) && mpi.world_rank() == 0)
       log_warn("{} windows of {} tokens overlap in {} ({} fit without overlap)", windows, config.model.seq_length,

@@ -91,6 +91,12 @@ RunStart prepare_run_dir(const Config& config, const std::string& metrics_path, 
   const bool resume = request.resume || request.resume_strict, resume_from_given = !request.resume_from.empty();
   const bool start_over = request.start_over;
   const char* resume_flag = request.resume_strict ? "--resume-strict" : "--resume";
+  auto check_run_tokenizer = [&](const std::string& checkpoint) {
+    if (!request.tokenizer || !request.tokenizer->identity) return;
+    check_checkpoint_tokenizer(
+        checkpoint, *request.tokenizer->identity,
+        fmt::format("this run's tokenizer {} (data.tokenizer, or the one its data names) is", request.tokenizer->spec));
+  };
   RunStart start;
   if (resume && dir.empty()) fail("{} needs checkpoint.dir in {}", resume_flag, config.source);
   if (!resume && !resume_from_given) {
@@ -132,15 +138,15 @@ RunStart prepare_run_dir(const Config& config, const std::string& metrics_path, 
                searched, dir, config.source);
     } else {
       start.resume_step = point.step;
-      if (request.tokenizer) check_checkpoint_tokenizer(point.path, *request.tokenizer);
+      check_run_tokenizer(point.path);
     }
   }
-  if (resume_from_given && request.tokenizer) check_checkpoint_tokenizer(request.resume_from, *request.tokenizer);
+  if (resume_from_given) check_run_tokenizer(request.resume_from);
   return start;
 }
 
-void check_checkpoint_tokenizer(const std::string& path, const TokenizerAgreement& tokenizer) {
-  if (!tokenizer.identity) return;
+void check_checkpoint_tokenizer(const std::string& path, const TokenizerIdentity& expected,
+                                const std::string& expected_says) {
   std::error_code ec;
   std::string step_dir = path;
   if (!fs::exists(fs::path(step_dir) / "state.json", ec) && fs::exists(fs::path(path) / "latest", ec)) {
@@ -175,10 +181,7 @@ void check_checkpoint_tokenizer(const std::string& path, const TokenizerAgreemen
   } else {
     return;  // trained without a named tokenizer (e.g. Megatron data and no data.tokenizer)
   }
-  check_tokenizers_agree(
-      {{fmt::format("this run's tokenizer {} (data.tokenizer, or the one its data names) is", tokenizer.spec),
-        *tokenizer.identity},
-       {fmt::format("checkpoint {} was trained with", step_dir), identity}});
+  check_tokenizers_agree({{expected_says, expected}, {fmt::format("checkpoint {} was trained with", step_dir), identity}});
 }
 
 }  // namespace moe4d

@@ -41,8 +41,10 @@ struct RunDirRequest {
 RunStart prepare_run_dir(const Config& config, const std::string& metrics_path, const RunDirRequest& request);
 
 // Throws moe4d::Error with one line when the checkpoint at `path` (a step directory, or a root
-// whose `latest` is followed) was trained with a tokenizer other than `tokenizer`'s. Checkpoints
-// that record no tokenizer, and paths that are not checkpoints (left to the loader), pass.
-void check_checkpoint_tokenizer(const std::string& path, const TokenizerAgreement& tokenizer);
+// whose `latest` is followed) was trained with a tokenizer other than `expected`; `expected_says`
+// names that side in the message ("data.tokenizer /d/tokenizer.model is"). Checkpoints that record
+// no tokenizer, and paths that are not checkpoints (left to the loader), pass.
+void check_checkpoint_tokenizer(const std::string& path, const TokenizerIdentity& expected,
+                                const std::string& expected_says);
 
 }  // namespace moe4d

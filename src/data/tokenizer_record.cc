@@ -92,8 +92,8 @@ void check_tokenizers_agree(const std::vector<TokenizerWitness>& witnesses) {
   const TokenizerWitness& first = witnesses.front();
   for (const TokenizerWitness& other : witnesses) {
     if (other.identity == first.identity) continue;
-    fail("tokenizer mismatch: {} tokenizer ({}), but {} ({}); expected one tokenizer for data.tokenizer, the shards "
-         "of data.train and data.valid and a resumed checkpoint",
+    fail("tokenizer mismatch: {} tokenizer ({}), but {} ({}); expected one tokenizer for all of them (data.tokenizer, "
+         "the shards of data.train and data.valid, the checkpoint)",
          other.says, other.identity.describe(), first.says, first.identity.describe());
   }
 }

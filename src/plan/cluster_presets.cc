@@ -33,6 +33,7 @@ ClusterSpec atlas_800t_a2() {
   c.device.peak_flops = {75 * kTFLOPS, 300 * kTFLOPS, 300 * kTFLOPS};
   c.device.memory_bandwidth = 1600 * kGB;
   for (auto& curve : c.device.gemm_efficiency) curve = accelerator_curve(0.78);
+  c.device.fused_attention = true;  // MindFormers' use_flash_attention (FlashAttentionScore)
   // 7 HCCS links of 28 GB/s per direction per NPU: a full 8-card group sees 196 GB/s ("200 GB/s").
   c.intra = {LinkKind::kFullMesh, 28 * kGB, 2 * kUs};
   // RoCE v2 200 Gb/s per NPU; about an order of magnitude more latency than HCCS.
@@ -53,6 +54,7 @@ ClusterSpec dgx(const std::string& name, const std::string& description, const s
   c.device.peak_flops = {tf32_tflops * kTFLOPS, bf16_tflops * kTFLOPS, bf16_tflops * kTFLOPS};
   c.device.memory_bandwidth = hbm_gbps * kGB;
   for (auto& curve : c.device.gemm_efficiency) curve = accelerator_curve(0.80);
+  c.device.fused_attention = true;  // Megatron-LM's default attention on these GPUs (Transformer Engine / cuDNN)
   c.intra = {LinkKind::kSwitch, nvswitch_gbps * kGB, 3 * kUs};
   c.inter = {nic_gbps * kGB, 8 * kUs};
   return c;

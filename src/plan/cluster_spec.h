@@ -55,6 +55,11 @@ struct DeviceSpec {
   // FLOP/s by precision; fp32 is always positive, 0 for a 16-bit precision the device cannot run.
   std::array<double, kNumPrecisions> peak_flops{};
   double memory_bandwidth = 0;                      // bytes/s
+  // The device's training stack runs fused (flash) attention, as Megatron-LM with Transformer Engine
+  // and MindFormers' FlashAttentionScore do: no [S, S] probabilities are stored for backward (only the
+  // softmax statistics, [b, h/t, S] fp32), and the backward recomputes QK^T. false for moe4d's own CPU
+  // runtime, which keeps the probabilities (what `moe4d bench` describes).
+  bool fused_attention = false;
   // Efficiency curve per precision, sorted by size; an empty curve uses default_gemm_efficiency().
   std::array<std::vector<EfficiencyPoint>, kNumPrecisions> gemm_efficiency;
 };

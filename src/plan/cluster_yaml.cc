@@ -62,6 +62,7 @@ ClusterSpec parse_cluster_yaml(const std::string& yaml_text, const std::string& 
   c.device.name = device.string_or("name", "");
   c.device.memory_bytes = device.number("memory_gib") * kGiB;
   c.device.memory_bandwidth = device.number("memory_bandwidth_gbps") * kGB;
+  if (device.has("fused_attention")) c.device.fused_attention = device.boolean("fused_attention");
   YamlMap peak = device.map("peak_tflops");
   // fp32 is required; bf16 / fp16 are absent on a machine without a 16-bit GEMM (moe4d bench omits them).
   c.device.peak_flops[0] = peak.number(precision_name(Precision::kFP32)) * kTFLOPS;
@@ -138,6 +139,7 @@ std::string cluster_to_yaml(const ClusterSpec& c) {
   if (!c.device.name.empty()) out << YAML::Key << "name" << YAML::Value << YAML::DoubleQuoted << c.device.name;
   out << YAML::Key << "memory_gib" << YAML::Value << num(c.device.memory_bytes / kGiB);
   out << YAML::Key << "memory_bandwidth_gbps" << YAML::Value << num(c.device.memory_bandwidth / kGB);
+  if (c.device.fused_attention) out << YAML::Key << "fused_attention" << YAML::Value << true;
   out << YAML::Key << "peak_tflops" << YAML::Value << YAML::Flow << YAML::BeginMap;
   for (int p = 0; p < kNumPrecisions; ++p)
     if (p == 0 || c.device.peak_flops[p] > 0)

@@ -59,7 +59,9 @@ LayerCompute layer_compute(const ModelConfig& model, const TrainingSetup& setup,
     g.ffn = add(tokens, f / t, d, 2)                               // W1, W3
             + add(tokens, d, f / t, 1);                            // W2
   }
-  const LayerActivations act = layer_activations(model, setup, layout, moe_layer);
+  const LayerActivations act = layer_activations(model, setup, layout, moe_layer, cluster.device.fused_attention);
+  // Fused attention's backward rebuilds the probabilities: QK^T (half of the forward attention GEMMs) again.
+  if (cluster.device.fused_attention) out.backward_extra = g.attention / 2;
   const double bandwidth = cluster.device.memory_bandwidth;
   fw.elementwise_time = 2 * act.full / bandwidth;
   out.attention_scores_time += 2 * act.probs / bandwidth;

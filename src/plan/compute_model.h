@@ -52,6 +52,8 @@ struct LayerCompute {
   double attention_scores_time = 0;
   double gated_time = 0;             // SiLU * gate products: also repeated by selective recompute
   double expert_time = 0;            // forward time of the expert GEMMs (what a chunked all-to-all hides behind)
+  // Backward work beyond 2 x forward: fused attention recomputes QK^T in its backward.
+  double backward_extra = 0;
 };
 
 LayerCompute layer_compute(const ModelConfig& model, const TrainingSetup& setup, const Layout& layout,

@@ -166,7 +166,9 @@ TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place, std
   const bool selective = l.recompute == RecomputeGranularity::kSelective;
   auto recompute_compute = [&](const LayerCompute& lc) {
     if (full) return lc.forward.time();
-    if (selective) return lc.attention_scores_time + lc.gated_time;
+    // Selective: the core attention and the gated products; with fused attention the probabilities were
+    // never stored, so only the gated products.
+    if (selective) return (c.device.fused_attention ? 0 : lc.attention_scores_time) + lc.gated_time;
     return 0.0;
   };
 
@@ -192,7 +194,7 @@ TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place, std
     const double fwd_compute = n_dense * dense.forward.time() + n_moe * moe.forward.time() +
                                (sp.has_head ? head.time() : 0) +
                                (sp.has_embedding ? 2 * tokens * d * a / c.device.memory_bandwidth : 0);
-    st.compute = 3 * fwd_compute;
+    st.compute = 3 * fwd_compute + n_dense * dense.backward_extra + n_moe * moe.backward_extra;
     st.recompute = n_dense * recompute_compute(dense) + n_moe * recompute_compute(moe);
     const int layers = sp.layers;
     double tp = 4 * layers * tp_ar;  // two all-reduces forward, two backward per layer
@@ -203,7 +205,7 @@ TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place, std
     st.ep = n_moe * (ep_fwd_exposed + ep_bwd_exposed + (full ? ep_fwd_exposed : 0));
     st.ep_total = n_moe * ep_fwd * (full ? 3 : 2);
     st.pp = l.pp > 1 ? 2.0 * l.virtual_stages * p2p : 0;
-    st.backward = 2 * fwd_compute + st.recompute;
+    st.backward = st.compute - fwd_compute + st.recompute;
 
     // Data-parallel traffic of this stage's parameters.
     const double dense_params = sp.dense;
@@ -259,7 +261,8 @@ TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place, std
       row.head = sp.has_head;
       auto scaled = [&](double dense_part, double moe_part) { return 3 * mbs * (n_dense * dense_part + n_moe * moe_part); };
       row.gemms.qkv = scaled(dense.gemms.qkv, moe.gemms.qkv);
-      row.gemms.attention = scaled(dense.gemms.attention, moe.gemms.attention);
+      row.gemms.attention = scaled(dense.gemms.attention, moe.gemms.attention) +
+                            mbs * (n_dense * dense.backward_extra + n_moe * moe.backward_extra);
       row.gemms.output = scaled(dense.gemms.output, moe.gemms.output);
       row.gemms.ffn = scaled(dense.gemms.ffn, moe.gemms.ffn);
       row.gemms.router = scaled(dense.gemms.router, moe.gemms.router);

@@ -25,7 +25,7 @@ double device_routed_rows(const ModelConfig& m, const TrainingSetup& setup, cons
 }
 
 LayerActivations layer_activations(const ModelConfig& m, const TrainingSetup& setup, const Layout& layout,
-                                   bool moe_layer) {
+                                   bool moe_layer, bool fused_attention) {
   const double b = layout.micro_batch_size;
   const double s = setup.seq_length;
   const double tokens = b * s;
@@ -40,7 +40,8 @@ LayerActivations layer_activations(const ModelConfig& m, const TrainingSetup& se
   // outputs) as 1/t sequence shards; the norm outputs' gathered copies live only in the workspace.
   const double shard = layout.sequence_parallel ? t : 1;
   LayerActivations out;
-  out.probs = b * (m.num_heads / t) * s * s * a;
+  // Fused (flash) attention keeps one fp32 log-sum-exp per query row and head instead of the probabilities.
+  out.probs = fused_attention ? b * (m.num_heads / t) * s * f32 : b * (m.num_heads / t) * s * s * a;
   double attention = tokens * d * a / shard                      // layer input
                      + (tokens * f32 + tokens * d * a) / shard   // norm rstd + normed input
                      + tokens * m.qkv_width() / t * a            // qkv (h + 2 kvh heads)
@@ -69,7 +70,11 @@ LayerActivations layer_activations(const ModelConfig& m, const TrainingSetup& se
   out.full = attention + ffn;
   switch (layout.recompute) {
     case RecomputeGranularity::kNone: out.saved = out.full; break;
-    case RecomputeGranularity::kSelective: out.saved = out.full - out.probs - out.gated; break;
+    // Selective recompute drops what is cheap to rebuild and large: the probabilities (fused attention has
+    // none to drop; its statistics stay) and the gated products.
+    case RecomputeGranularity::kSelective:
+      out.saved = out.full - (fused_attention ? 0 : out.probs) - out.gated;
+      break;
     case RecomputeGranularity::kFull: out.saved = tokens * d * a / shard; break;
   }
   return out;
@@ -135,8 +140,9 @@ MemoryBreakdown stage_memory(const ModelConfig& m, const TrainingSetup& setup, c
     mem.grad_buckets = 4 * open + 2 * bucket * setup.grad_reduce_bytes();
   }
 
-  const LayerActivations dense = layer_activations(m, setup, layout, false);
-  const LayerActivations moe = m.is_moe() ? layer_activations(m, setup, layout, true) : LayerActivations{};
+  const bool fused = cluster.device.fused_attention;
+  const LayerActivations dense = layer_activations(m, setup, layout, false, fused);
+  const LayerActivations moe = m.is_moe() ? layer_activations(m, setup, layout, true, fused) : LayerActivations{};
   const int dense_layers = params.layers - params.moe_layers;
   const double per_micro_batch = dense_layers * dense.saved + params.moe_layers * moe.saved;
   const double in_flight =

@@ -84,8 +84,10 @@ struct LayerActivations {
 };
 
 // One layer, one micro-batch, one device.
+// fused_attention: ClusterSpec's DeviceSpec::fused_attention (flash attention: the softmax statistics
+// [b, h/t, S] in fp32 instead of the [b, h/t, S, S] probabilities).
 LayerActivations layer_activations(const ModelConfig& model, const TrainingSetup& setup, const Layout& layout,
-                                   bool moe_layer);
+                                   bool moe_layer, bool fused_attention = false);
 
 // Head activations of one micro-batch on the last stage.
 double head_activation_bytes(const ModelConfig& model, const TrainingSetup& setup, const Layout& layout);

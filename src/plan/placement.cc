@@ -42,7 +42,7 @@ bool regular_span(int stride, int n, int ranks_per_node, GroupSpan* out) {
   return false;
 }
 
-// Worst span over every group along `dims`, by walking the ranks: O(world) integer work and no
+// Worst span over every group along `dims`, by walking the groups: O(world) integer work and no
 // allocation beyond one counter per node. Ranks follow RankGrid's numbering (see the header).
 GroupSpan span_by_walking(const Layout& layout, std::initializer_list<ParallelDim> dims, int ranks_per_node) {
   int stride[4];  // indexed by ParallelDim
@@ -70,15 +70,19 @@ GroupSpan span_by_walking(const Layout& layout, std::initializer_list<ParallelDi
   std::vector<int> count(nodes_total, 0);
   GroupSpan worst{n, 1, n};
   bool first = true;
-  for (int base = 0; base < world; ++base) {
-    // A group's first rank has coordinate 0 along every dimension of the group.
-    bool is_base = true;
-    for (int d = 0; d < 4 && is_base; ++d) {
-      if (!in_group[d]) continue;
-      const int dim_size = layout.size(static_cast<ParallelDim>(d));
-      if ((base / stride[d]) % dim_size != 0) is_base = false;
-    }
-    if (!is_base) continue;
+  // The groups' first ranks (coordinate 0 along every dimension of the group), enumerated directly over
+  // the coordinates of the other dimensions: world / n of them, no per-rank test.
+  int others[4];
+  int n_others = 0;
+  for (int d = 0; d < 4; ++d)
+    if (!in_group[d] && layout.size(static_cast<ParallelDim>(d)) > 1) others[n_others++] = d;
+  int coord[4] = {0, 0, 0, 0};
+  for (bool more = true; more;) {
+    int base = 0;
+    for (int i = 0; i < n_others; ++i) base += coord[i] * stride[others[i]];
+    int next = 0;  // odometer over the other dimensions' coordinates
+    while (next < n_others && ++coord[next] == layout.size(static_cast<ParallelDim>(others[next]))) coord[next++] = 0;
+    more = next < n_others;
     int nodes = 0;
     for (int off : offsets)
       if (count[(base + off) / ranks_per_node]++ == 0) ++nodes;

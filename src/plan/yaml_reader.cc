@@ -75,6 +75,12 @@ std::string YamlMap::string(const std::string& key) {
   return value.Scalar();
 }
 
+bool YamlMap::boolean(const std::string& key) {
+  const YAML::Node value = required(key);
+  if (value.IsScalar() && (value.Scalar() == "true" || value.Scalar() == "false")) return value.Scalar() == "true";
+  fail("{}: {}: expected true or false, got '{}'", location(value, source_), key_path(key), scalar_text(value));
+}
+
 std::string YamlMap::string_or(const std::string& key, const std::string& fallback) {
   return has(key) ? string(key) : fallback;
 }

@@ -27,6 +27,7 @@ class YamlMap {
   long long integer(const std::string& key);
   std::string string(const std::string& key);
   std::string string_or(const std::string& key, const std::string& fallback);
+  bool boolean(const std::string& key);  // true or false
   YamlMap map(const std::string& key);
   // The raw node of `key` (marked as read); for sequences and union types.
   YAML::Node node(const std::string& key);

@@ -45,6 +45,12 @@ case $case in
     "$moe4d" train c.yaml >train.log 2>&1 || { cat train.log; fail "first run"; }
     config c.yaml b/train.bin b/valid.bin b/tokenizer.model ckpt
     exec "$expect" "tokenizer mismatch: checkpoint ckpt/step_00000002 was trained with tokenizer \(sentencepiece, 300 ids.*\), but this run's tokenizer .*b/tokenizer\.model .* is \(sentencepiece, 400 ids" "$moe4d" train c.yaml --resume ;;
+  eval_other)  # `moe4d eval` of a checkpoint on a shard of another tokenizer
+    prep a --vocab-size 300 && prep b --vocab-size 400
+    config c.yaml a/train.bin a/valid.bin a/tokenizer.model ckpt
+    "$moe4d" train c.yaml >train.log 2>&1 || { cat train.log; fail "train"; }
+    "$moe4d" eval ckpt --data a/valid.bin >eval.log 2>&1 || { cat eval.log; fail "eval on the run's own valid shard"; }
+    exec "$expect" "tokenizer mismatch: checkpoint .*ckpt/step_00000002 was trained with tokenizer \(sentencepiece, 300 ids.*\), but --data .*b/valid\.json was made with \(sentencepiece, 400 ids" "$moe4d" eval ckpt --data b/valid.bin ;;
   megatron)  # the Megatron format records the tokenizer in its sidecar
     prep a --vocab-size 300 --output-format megatron && prep b --vocab-size 400
     [ -f a/train.tokenizer.json ] || fail "no sidecar a/train.tokenizer.json"

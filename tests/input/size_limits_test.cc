@@ -56,8 +56,9 @@ TEST_F(SizeLimitsTest, IssueReproducersNameTheKey) {
 }
 
 TEST_F(SizeLimitsTest, ProductsAreFormedWithoutOverflow) {
-  // 65536^2 ranks wrap an int to 0; the check sees 4294967296.
-  std::string text = base_ + "parallel_config:\n  data_parallel: 65536\n  tensor_parallel: 65536\n";
+  // 2^30 x 4 ranks wrap an int to 0; the check sees 4294967296. (tensor_parallel is at most
+  // num_heads, checked with its line, so the huge factor is data_parallel.)
+  std::string text = base_ + "parallel_config:\n  data_parallel: 1073741824\n  tensor_parallel: 4\n";
   expect_one_line_error([&] { test::preflight_text(text, "ranks.yaml"); }, {"ranks.yaml", "4294967296", "ranks"});
   // The largest tensor of this config has 2^31 elements: one past the limit.
   Config c = parse_config(with_value(with_value(base_, "hidden_size", "32768"), "num_heads", "4"), "edge.yaml");

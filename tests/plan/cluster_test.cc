@@ -22,6 +22,7 @@ void expect_same_cluster(const ClusterSpec& a, const ClusterSpec& b) {
   EXPECT_EQ(a.device.name, b.device.name);
   expect_near_rel(a.device.memory_bytes, b.device.memory_bytes);
   expect_near_rel(a.device.memory_bandwidth, b.device.memory_bandwidth);
+  EXPECT_EQ(a.device.fused_attention, b.device.fused_attention);
   for (int p = 0; p < kNumPrecisions; ++p) {
     expect_near_rel(a.device.peak_flops[p], b.device.peak_flops[p]);
     ASSERT_EQ(a.device.gemm_efficiency[p].size(), b.device.gemm_efficiency[p].size());
@@ -106,6 +107,13 @@ inter_node: {nic_bandwidth_gbps: 1, latency_us: 10}
 
 TEST(ClusterYaml, ErrorsNameTheFileLineAndKey) {
   EXPECT_NO_THROW(parse_cluster_yaml(kMinimal, "box.yaml"));
+  EXPECT_FALSE(parse_cluster_yaml(kMinimal, "box.yaml").device.fused_attention);  // moe4d's CPU runtime: no flash
+  std::string fused = kMinimal;
+  fused.replace(fused.find("  memory_gib: 8\n"), 15, "  memory_gib: 8\n  fused_attention: true\n");
+  EXPECT_TRUE(parse_cluster_yaml(fused, "box.yaml").device.fused_attention);
+  fused.replace(fused.find("fused_attention: true"), 21, "fused_attention: 2");
+  EXPECT_EQ(error_of([&] { parse_cluster_yaml(fused, "box.yaml"); }),
+            "box.yaml:6: device.fused_attention: expected true or false, got '2'");
   std::string text = kMinimal;
   text += "gpus: 8\n";
   EXPECT_EQ(error_of([&] { parse_cluster_yaml(text, "box.yaml"); }), "box.yaml:10: unknown key gpus");

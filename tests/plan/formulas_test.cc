@@ -179,6 +179,27 @@ TEST(Memory, LayerActivationsByHand) {
 // Sequence parallelism halves (tp 2) the tensors outside the TP regions: layer input, both norms'
 // rstd and outputs, the residual; the router's logits and probs; the full-recompute checkpoint; the
 // final norm's input and output.
+// Fused (flash) attention keeps the fp32 log-sum-exp [b, h/t, S] instead of the probabilities; selective
+// recompute then only drops the gated products; the backward repeats QK^T.
+TEST(Memory, FusedAttentionKeepsNoProbabilities) {
+  const ModelConfig m = tiny_moe();
+  TrainingSetup s = tiny_setup(8);
+  Layout l = make_layout(1, 1, 1, 1, 2, 4);
+  const LayerActivations plain = layer_activations(m, s, l, false);
+  const LayerActivations fused = layer_activations(m, s, l, false, true);
+  EXPECT_DOUBLE_EQ(fused.probs, 2 * 2 * 4 * 4.0);  // b 2 x heads 2 x S 4 x fp32
+  EXPECT_DOUBLE_EQ(fused.full, plain.full - plain.probs + fused.probs);
+  l.recompute = RecomputeGranularity::kSelective;
+  EXPECT_DOUBLE_EQ(layer_activations(m, s, l, false, true).saved, fused.full - fused.gated);
+  ClusterSpec c = flat_cluster(1, 1);
+  const LayerCompute unfused = layer_compute(m, s, l, c, false);
+  c.device.fused_attention = true;
+  const LayerCompute flash = layer_compute(m, s, l, c, false);
+  EXPECT_DOUBLE_EQ(unfused.backward_extra, 0);
+  EXPECT_DOUBLE_EQ(flash.backward_extra, flash.gemms.attention / 2);
+  EXPECT_LT(flash.attention_scores_time, unfused.attention_scores_time);  // no S x S softmax traffic
+}
+
 TEST(Memory, SequenceParallelShardsTheTensorsOutsideTensorParallelRegions) {
   const ModelConfig m = tiny_moe();
   const TrainingSetup s = tiny_setup();
@@ -476,11 +497,13 @@ TEST(Step, StageBreakdownAddsUpToTheStep) {
   PlanContext ctx{"moe-120b", preset.model, preset.setup, cluster};
   const LayerCompute moe_layer = layer_compute(ctx.model, ctx.setup, make_layout(8, 8, 1, 1, 1, 4), cluster, true);
   EXPECT_NEAR(moe_layer.gemms.sum(), moe_layer.forward.gemm_time, 1e-12 * moe_layer.forward.gemm_time);
+  for (const bool fused : {false, true})
   for (const std::string& text : {std::string("dp=8,ep=8,tp=1,pp=1,mb=4"),
                                   std::string("dp=2,ep=8,tp=4,pp=1,mb=16,recompute=full,zero=3"),
                                   std::string("dp=2,ep=8,pp=4,mb=16,recompute=selective,zero=2,schedule=interleaved,v=2"),
                                   std::string("dp=1,ep=8,tp=2,pp=4,mb=32,zero=1,sp=1")}) {
-    SCOPED_TRACE(text);
+    SCOPED_TRACE(text + (fused ? " fused attention" : ""));
+    ctx.cluster.device.fused_attention = fused;
     const Layout l = parse_layout(text, ctx.setup.global_batch, 64);
     LayoutEvaluator evaluator(ctx);
     const Evaluation e = evaluator.evaluate(l);

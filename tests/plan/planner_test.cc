@@ -6,6 +6,7 @@
 #include <fstream>
 #include <functional>
 #include <optional>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "config/config_loader.h"
@@ -84,19 +85,39 @@ TEST(Planner, JsonIsSortedAndComplete) {
   EXPECT_EQ(doc["rejected"].size(), doc["search"]["rejected_splits"].get<size_t>());
 }
 
-// Issue 30 item 6: dp64/ep1 and dp8/ep8 are 1.6% apart on moe-120b, inside the planner's 5% error:
-// both rows are marked as ties, the tie goes to less inter-node communication, and the best line says
+// Issue 30 item 6: dp64/ep1 and dp8/ep8 are a few percent apart on moe-120b, inside the planner's 5%
+// error: both are marked as ties, the tie goes to less inter-node communication, and the best line says
 // what decided it, in the text and the JSON.
 TEST(Planner, RowsWithinTheStatedErrorAreTies) {
   PlanRequest r = articles_request();
-  r.top = 4;
+  r.top = 6;
+  r.json = true;
+  const nlohmann::json doc = nlohmann::json::parse(run_plan(r));
+  const int tied = doc["ranking"]["tied_rows"].get<int>();
+  ASSERT_GE(tied, 2);
+  EXPECT_DOUBLE_EQ(doc["ranking"]["step_time_error"].get<double>(), 0.05);
+  const auto& rows = doc["ranked"];
+  EXPECT_EQ(rows[0]["layout"]["dp"], 8);
+  EXPECT_EQ(rows[0]["layout"]["ep"], 8);
+  bool dp64_tied = false;
+  for (int i = 0; i < static_cast<int>(rows.size()); ++i) {
+    EXPECT_EQ(rows[i]["tie_with_best"].get<bool>(), i < tied);
+    if (i < tied) {
+      EXPECT_LE(rows[i]["vs_fastest"].get<double>(), 0.05);
+      EXPECT_LE(rows[0]["inter_node_comm_seconds"].get<double>(), rows[i]["inter_node_comm_seconds"].get<double>());
+      dp64_tied = dp64_tied || rows[i]["layout"]["dp"] == 64;
+    } else {
+      EXPECT_GT(rows[i]["vs_fastest"].get<double>(), 0.05);
+    }
+  }
+  EXPECT_TRUE(dp64_tied);
+  EXPECT_GT(rows[0]["vs_fastest"].get<double>(), 0);  // not the fastest row: it won the tie
+  r.json = false;
   const std::string out = run_plan(r);
   EXPECT_NE(out.find("vs fastest"), std::string::npos) << out;
-  EXPECT_NE(out.find("\n  1  dp8 ep8 tp1 pp1"), std::string::npos) << out;
-  EXPECT_NE(out.find("\n  2  dp64 ep1 tp1 pp1"), std::string::npos) << out;
-  EXPECT_NE(out.find("+1.6% tie"), std::string::npos) << out;
-  EXPECT_NE(out.find("+0.0% tie"), std::string::npos) << out;
-  EXPECT_NE(out.find("best: dp8 ep8 tp1 pp1 (row 1) — rows 1-2 tie (within the planner's 5% step-time error"),
+  EXPECT_NE(out.find("% tie"), std::string::npos) << out;
+  EXPECT_NE(out.find(fmt::format("best: dp8 ep8 tp1 pp1 (row 1) — rows 1-{} tie (within the planner's 5% step-time error",
+                                 tied)),
             std::string::npos)
       << out;
   EXPECT_NE(out.find("row 1 has the least inter-node communication"), std::string::npos) << out;
@@ -104,18 +125,7 @@ TEST(Planner, RowsWithinTheStatedErrorAreTies) {
                      "less inter-node communication, then less memory"),
             std::string::npos)
       << out;
-  r.json = true;
-  const nlohmann::json doc = nlohmann::json::parse(run_plan(r));
-  EXPECT_EQ(doc["ranking"]["tied_rows"], 2);
-  EXPECT_DOUBLE_EQ(doc["ranking"]["step_time_error"].get<double>(), 0.05);
-  EXPECT_TRUE(doc["ranked"][1]["tie_with_best"].get<bool>());
-  EXPECT_FALSE(doc["ranked"][2]["tie_with_best"].get<bool>());
-  EXPECT_LT(doc["ranked"][0]["inter_node_comm_seconds"].get<double>(),
-            doc["ranked"][1]["inter_node_comm_seconds"].get<double>());
-  EXPECT_NEAR(doc["ranked"][0]["vs_fastest"].get<double>(), 0.016, 0.001);
-  EXPECT_GT(doc["ranked"][2]["vs_fastest"].get<double>(), 0.05);
   // --export takes the best row of this ranking.
-  r.json = false;
   r.export_format = "moe4d";
   EXPECT_NE(run_plan(r).find("expert_parallel: 8"), std::string::npos);
 }
