@@ -23,9 +23,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "comm/mpi_communicator.h"
-#include "comm/mpi_runtime.h"
-#include "comm/mpi_tuning.h"
+#include "comm/mpi/mpi_communicator.h"
+#include "comm/mpi/mpi_runtime.h"
+#include "comm/mpi/mpi_tuning.h"
 
 namespace {
 

@@ -35,8 +35,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "comm/mpi_communicator.h"
-#include "comm/mpi_runtime.h"
+#include "comm/mpi/mpi_communicator.h"
+#include "comm/mpi/mpi_runtime.h"
 #include "config/config.h"
 #include "core/rng.h"
 #include "kernels/gemm.h"

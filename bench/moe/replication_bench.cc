@@ -21,8 +21,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "comm/mpi_communicator.h"
-#include "comm/mpi_runtime.h"
+#include "comm/mpi/mpi_communicator.h"
+#include "comm/mpi/mpi_runtime.h"
 #include "core/rng.h"
 #include "kernels/rope.h"
 #include "model/moe_block.h"

@@ -34,8 +34,8 @@
 
 #include "../../tests/common/temp_dir.h"
 #include "../common/bench_configs.h"
-#include "comm/mpi_communicator.h"
-#include "comm/mpi_runtime.h"
+#include "comm/mpi/mpi_communicator.h"
+#include "comm/mpi/mpi_runtime.h"
 #include "config/config_loader.h"
 #include "core/error.h"
 #include "train/pipeline_schedule.h"

@@ -26,8 +26,8 @@
 #include "../../tests/common/temp_dir.h"
 #include "../common/bench_configs.h"
 #include "comm/comm_trace.h"
-#include "comm/mpi_communicator.h"
-#include "comm/mpi_runtime.h"
+#include "comm/mpi/mpi_communicator.h"
+#include "comm/mpi/mpi_runtime.h"
 #include "parallel/parallel_context.h"
 #include "train/trainer.h"
 

@@ -61,10 +61,15 @@ std::string latest_name(const std::string& root) {
 
 bool is_expert_tensor(const std::string& name) { return name.find(".moe.experts.") != std::string::npos; }
 
+// Built by appending (inserting into the string trips GCC 12's -Wrestrict false positive).
 std::string with_commas(int64_t value) {
-  std::string digits = std::to_string(value);
-  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(static_cast<size_t>(i), ",");
-  return digits;
+  const std::string digits = std::to_string(value);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && digits[i - 1] != '-' && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
 }
 
 struct TableRow {

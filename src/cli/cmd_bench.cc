@@ -8,8 +8,8 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "comm/mpi_communicator.h"
-#include "comm/mpi_runtime.h"
+#include "comm/mpi/mpi_communicator.h"
+#include "comm/mpi/mpi_runtime.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "data/atomic_file.h"
@@ -44,7 +44,7 @@ int run_bench(const BenchArgs& args) {
   } catch (const Error& e) {
     std::fprintf(stderr, "moe4d: error (rank %d): %s\n", mpi.world_rank(), e.what());
     std::fflush(stderr);
-    if (mpi.world_size() > 1) MPI_Abort(MPI_COMM_WORLD, 2);
+    if (mpi.world_size() > 1) mpi.abort_job(2);
     return 2;
   }
   return 0;

@@ -12,8 +12,8 @@
 #include "checkpoint/checkpoint.h"
 #include "cli/commands.h"
 #include "cli/train_setup.h"
-#include "comm/mpi_communicator.h"
-#include "comm/mpi_runtime.h"
+#include "comm/mpi/mpi_communicator.h"
+#include "comm/mpi/mpi_runtime.h"
 #include "config/config_loader.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -126,7 +126,7 @@ int run_eval(const EvalArgs& args) {
   } catch (const Error& e) {
     std::fprintf(stderr, "moe4d: error: %s\n", e.what());
     std::fflush(stderr);
-    if (mpi.world_size() > 1) MPI_Abort(MPI_COMM_WORLD, 2);
+    if (mpi.world_size() > 1) mpi.abort_job(2);
     return 2;
   }
   return 0;

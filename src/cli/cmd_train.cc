@@ -19,8 +19,8 @@
 #include "cli/stop_signals.h"
 #include "cli/train_banner.h"
 #include "cli/train_setup.h"
-#include "comm/mpi_communicator.h"
-#include "comm/mpi_runtime.h"
+#include "comm/mpi/mpi_communicator.h"
+#include "comm/mpi/mpi_runtime.h"
 #include "config/config_loader.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -51,7 +51,7 @@ int fail_run(const MpiRuntime& mpi, const std::string& message) {
   else
     std::fprintf(stderr, "moe4d: error: %s\n", message.c_str());
   std::fflush(stderr);
-  if (mpi.world_size() > 1) MPI_Abort(MPI_COMM_WORLD, 2);
+  if (mpi.world_size() > 1) mpi.abort_job(2);
   return 2;
 }
 
@@ -65,20 +65,15 @@ std::string out_of_memory_message(const Config& config, const char* phase, const
   return fmt::format("{} while {}{}; lower the sizes or spread the model over more ranks", what, phase, estimate);
 }
 
-// This machine's memory for one rank: ranks per node from parallel_config.local_worker_num or MPI's
-// shared-memory split, and the smallest figure over all ranks, so every rank reaches one verdict.
-RankMemory job_memory_per_rank(const Config& config) {
+// This machine's memory for one rank: ranks per node from parallel_config.local_worker_num or the
+// world's node topology, and the smallest figure over all ranks, so every rank reaches one verdict.
+RankMemory job_memory_per_rank(const Config& config, Communicator& world) {
   int ranks_per_node = config.parallel.local_worker_num;
-  if (ranks_per_node <= 0) {
-    MPI_Comm node;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    MPI_Comm_size(node, &ranks_per_node);
-    MPI_Comm_free(&node);
-  }
+  if (ranks_per_node <= 0) ranks_per_node = world.split_node("node")->size();
   // A local_worker_num above the world size cannot share one node's memory more thinly than that.
   RankMemory memory = this_machine_memory(std::min(ranks_per_node, std::max(1, config.parallel.world_size())));
   double smallest = memory.bytes;
-  MPI_Allreduce(&memory.bytes, &smallest, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+  world.all_reduce(&smallest, 1, DType::kF64, ReduceOp::kMin);
   if (smallest < memory.bytes) memory.description += ", less on another node of the job";
   memory.bytes = smallest;
   return memory;
@@ -90,13 +85,16 @@ int run_train(const TrainArgs& args) {
   // Installed before set-up, so that a stop asked for during it (SIGUSR1 from `moe4d launch` would
   // otherwise kill the rank) stops after the first step.
   const std::atomic<int>& stop_signal = install_stop_signal_handlers(mpi.world_size() == 1);
+  // The world first: the set-up check measures the job's memory over it (its deadline becomes
+  // parallel_config.collective_timeout below).
+  std::unique_ptr<Communicator> world = MpiCommunicator::world(CommOptions{});
   Config config;
   TrainPreflight preflight;
   // Set-up errors are the same on every rank (same files, same arithmetic): rank 0 reports them and
   // every rank exits cleanly. Errors after set-up may be rank-specific and abort the whole job.
   try {
     config = load_config(args.config, args.overrides);
-    preflight = preflight_train(config, mpi.world_size(), job_memory_per_rank(config));
+    preflight = preflight_train(config, mpi.world_size(), job_memory_per_rank(config, *world));
   } catch (const Error& e) {
     if (mpi.world_rank() == 0) std::fprintf(stderr, "moe4d: error: %s\n", e.what());
     return 2;
@@ -108,12 +106,11 @@ int run_train(const TrainArgs& args) {
 #ifdef MOE4D_HAVE_OPENMP
     omp_set_num_threads(args.blas_threads);  // oneDNN's 16-bit GEMMs run on OpenMP threads
 #endif
-    CommOptions options{.timeout_seconds = config.parallel.collective_timeout};
-    auto world = MpiCommunicator::world(options);
+    world->set_timeout_seconds(config.parallel.collective_timeout);
     const int ranks_per_node =
         config.parallel.local_worker_num > 0 ? config.parallel.local_worker_num : world->detect_ranks_per_node();
     auto pc = make_parallel_context(std::move(world), config.parallel, ranks_per_node);
-    const nlohmann::json oversubscription = detect_oversubscription(args.blas_threads);
+    const nlohmann::json oversubscription = detect_oversubscription(*pc->world, args.blas_threads);
     if (pc->rank == 0 && !oversubscription.is_null())
       for (const auto& h : oversubscription["oversubscription"]["hosts"])
         log_warn("oversubscribed: {} ranks x {} BLAS thread(s) on {} cores of host {}: ranks take turns on the "

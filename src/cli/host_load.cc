@@ -1,7 +1,6 @@
 // cli/host_load.cc — oversubscription from the affinity masks, run-queue wait from schedstat.
 #include "cli/host_load.h"
 
-#include <mpi.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -13,28 +12,27 @@
 
 namespace moe4d {
 
-nlohmann::json detect_oversubscription(int blas_threads) {
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int ranks = 1;
-  MPI_Comm_size(node, &ranks);
+nlohmann::json detect_oversubscription(Communicator& world, int blas_threads) {
+  const std::unique_ptr<Communicator> node = world.split_node("node");
+  const int ranks = node->size();
   cpu_set_t mine, all;
   CPU_ZERO(&mine);
   if (::sched_getaffinity(0, sizeof(mine), &mine) != 0) {  // unknown: every core the machine has
     const unsigned n = std::max(1u, std::thread::hardware_concurrency());
     for (unsigned c = 0; c < n && c < CPU_SETSIZE; ++c) CPU_SET(c, &mine);
   }
-  MPI_Allreduce(&mine, &all, int(sizeof(cpu_set_t)), MPI_BYTE, MPI_BOR, node);
-  MPI_Comm_free(&node);
+  // The union of the node's masks (gathered: the interface reduces numbers, not bits).
+  std::vector<cpu_set_t> masks(static_cast<size_t>(ranks));
+  node->all_gather(&mine, masks.data(), sizeof(cpu_set_t), DType::kU8);
+  CPU_ZERO(&all);
+  for (cpu_set_t& mask : masks) CPU_OR(&all, &all, &mask);
   struct Host {
     int ranks, cores;
     char name[64];
   } me{ranks, CPU_COUNT(&all), {0}};
   ::gethostname(me.name, sizeof(me.name) - 1);
-  int world = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  std::vector<Host> hosts(world);
-  MPI_Allgather(&me, int(sizeof(Host)), MPI_BYTE, hosts.data(), int(sizeof(Host)), MPI_BYTE, MPI_COMM_WORLD);
+  std::vector<Host> hosts(static_cast<size_t>(world.size()));
+  world.all_gather(&me, hosts.data(), sizeof(Host), DType::kU8);
   nlohmann::json over = nlohmann::json::array();
   std::vector<std::string> seen;
   for (const Host& h : hosts) {

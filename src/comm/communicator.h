@@ -2,8 +2,12 @@
 //
 // A Communicator is a group of ranks (the world, or a TP/EP/DP/PP group cut from the rank grid).
 // Backends: LocalCommunicator (one rank, no MPI: unit tests and single-process runs), MpiCommunicator
-// (OpenMPI; comm/mpi_communicator.h) and, later, NCCL bootstrapped through MPI. The backend is
-// chosen at run time; model code only sees this interface (PyTorch c10d `Backend`/`Work` style).
+// (OpenMPI; comm/mpi/mpi_communicator.h) and, later, NCCL bootstrapped through MPI. This interface,
+// the local backend and what every backend shares (traces, clock offsets, the 16-bit wire formats)
+// are the library moe4d_comm; each backend is a library of its own (moe4d_comm_mpi, src/comm/mpi/),
+// linked by whoever creates the world communicator (the CLI, the MPI tests and benchmarks). Model,
+// training and planning code only see this interface (PyTorch c10d `Backend`/`Work` style) and call
+// no backend function.
 //
 // Contract:
 // - Every rank of the group calls the same collectives in the same order (MPI semantics).
@@ -128,6 +132,14 @@ class Communicator {
   virtual void recv(void* data, size_t count, DType dtype, int src, int tag) {
     recv_async(data, count, dtype, src, tag)->wait();
   }
+
+  // Node topology, collective over this group. split_node: the members that run on this rank's node,
+  // as a group of their own (in rank order). detect_ranks_per_node: the ranks per node when every
+  // node holds the same number of consecutive world ranks (mpirun's default mapping); otherwise it
+  // warns and returns 1 (node-aware placement then treats every rank as its own node). A backend
+  // without node information puts every member on one node.
+  virtual std::unique_ptr<Communicator> split_node(const std::string& name) { return split(0, rank(), name); }
+  virtual int detect_ranks_per_node() { return size(); }
 
   // The deadline (seconds) of waits that start from now on, and of groups split afterwards; a
   // backend without deadlines (local) reports 0 and ignores the setter. Lets one wait (the one for

@@ -41,7 +41,11 @@ constexpr bool kCompiledAvx512bw = false;
 std::string join_names(bool (*keep)(const IsaNeed&)) {
   std::string out;
   for (const IsaNeed& n : isa_needs())
-    if (keep(n)) out += (out.empty() ? "" : ",") + std::string(n.name);
+    if (keep(n)) {
+      // Appended piece by piece: `"," + std::string(...)` trips GCC 12's -Wrestrict false positive.
+      if (!out.empty()) out += ',';
+      out += n.name;
+    }
   return out;
 }
 

@@ -57,7 +57,13 @@ std::string printable(std::string_view text) {
   if (text.size() > 80) out += "...";
   return out;
 }
-std::string quoted(std::string_view text) { return "'" + printable(text) + "'"; }
+// Built by appending: `"'" + std::string` trips GCC 12's -Wrestrict false positive.
+std::string quoted(std::string_view text) {
+  std::string out = "'";
+  out += printable(text);
+  out += '\'';
+  return out;
+}
 
 // Joins "slots", "=", "8" and "slots=", "8" and "slots", "=8" into "slots=8" tokens.
 std::vector<std::string> join_assignments(const std::vector<std::string_view>& words) {

@@ -4,8 +4,8 @@
 //
 // Shared experts (moe.shared_experts = N of width fs): every token goes through them and their output
 // is added to the routed combine. N SwiGLU experts summed equal one SwiGLU of width N * fs (the
-// hidden units are independent), so they are one fused FFN, layers.<l>.moe.shared.{w1,w3} [d, N*fs]
-// and .w2 [N*fs, d] (expert i is hidden columns i*fs .. (i+1)*fs-1), as DeepSeek-MoE and HF's
+// hidden units are independent), so they are one fused FFN, layers.<l>.moe.shared.{w1,w3}.weight
+// [d, N*fs] and .w2.weight [N*fs, d] (expert i is hidden columns i*fs .. (i+1)*fs-1), as DeepSeek-MoE and HF's
 // DeepSeek-V2/V3 fuse them. They are dense parameters: TP-sharded like the dense FFN (column /
 // row-parallel), replicated over EP, gradients reduced over DP x EP. Their TP partial output shares
 // the routed path's TP all-reduce (and their input gradient the expert path's), so they add no
@@ -68,8 +68,10 @@ class MoeBlock {
   // experts .moe.shared.{w1,w3}.weight [d, fs_total], .moe.shared.w2.weight [fs_total, d].
   MoeBlock(int layer, const ModelConfig& model, ParallelContext& pc, ParamStore& params);
 
-  // Same contract as AttentionBlock::forward / backward. Records routing statistics into
-  // ctx.moe_stats (if set) and adds the aux / z-loss values of this micro-batch to *aux_loss / *z_loss.
+  // Same contract as AttentionBlock::forward / backward. Forward records this micro-batch's routing
+  // statistics and its aux / z-loss values (unscaled) into this layer's slot of ctx.moe_stats, if
+  // set (evaluation passes none); the losses' gradients enter backward through the router, scaled
+  // by moe.aux_loss_coeff / z_loss_coeff and ctx.grad_scale.
   void* forward(const float* x_in, float* x_out, BlockContext& ctx) const;
   void backward(float* dx, const float* x_in, const void* saved, BlockContext& ctx) const;
 

@@ -7,7 +7,6 @@
 #include <fmt/ranges.h>
 
 #include "comm/local_communicator.h"
-#include "comm/mpi_communicator.h"
 #include "config/config.h"
 #include "core/check.h"
 #include "core/error.h"
@@ -68,8 +67,7 @@ void warn_if_tp_spans_nodes(const RankGrid& grid, int ranks_per_node) {
 int resolve_ranks_per_node(Communicator& world, const ParallelConfig& config, int ranks_per_node) {
   if (ranks_per_node > 0) return ranks_per_node;
   if (config.local_worker_num > 0) return config.local_worker_num;
-  if (auto* mpi = dynamic_cast<MpiCommunicator*>(&world)) return mpi->detect_ranks_per_node();
-  return world.size();  // a backend without node information: one node
+  return world.detect_ranks_per_node();  // one node where the backend has no node information
 }
 
 // parallel_config.collective_timeout is the deadline of every group: set it on the world before
@@ -77,7 +75,7 @@ int resolve_ranks_per_node(Communicator& world, const ParallelConfig& config, in
 void apply_timeout(Communicator& world, const ParallelConfig& config) {
   if (config.collective_timeout <= 0)
     fail("collective_timeout is {}; it must be > 0 seconds", config.collective_timeout);
-  if (auto* mpi = dynamic_cast<MpiCommunicator*>(&world)) mpi->set_options(CommOptions{config.collective_timeout});
+  world.set_timeout_seconds(config.collective_timeout);
 }
 
 std::unique_ptr<ParallelContext> new_context(RankGrid grid) {

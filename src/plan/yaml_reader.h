@@ -1,9 +1,12 @@
-// plan/yaml_reader.h — strict reading of YAML mappings for the planner's input files (cluster files
-// and the `model`/`train` keys of a moe4d config).
+// plan/yaml_reader.h — strict reading of YAML mappings for the planner's cluster files
+// (plan/cluster_yaml.cc). A moe4d config given as `moe4d plan`'s MODEL goes through the config
+// loader instead (plan/model_source.cc, config/config_loader.h).
 //
 // A YamlMap is a view of one mapping that remembers which keys were read; finish() rejects every key
 // that was not, so a misspelt key is an error instead of a silently ignored one. Every error is a
-// moe4d::Error of one line: `<source>:<line>: <key.path>: expected <what>, got '<value>'`.
+// moe4d::Error of one line naming the source and line: `<source>:<line>: <key.path>: expected
+// <what>, got '<value>'`, `<source>:<line>: missing required key <key.path>`, `<source>:<line>:
+// unknown key <key.path>`, or (parse_yaml_text) `<source>:<line>: invalid YAML: <reason>`.
 #pragma once
 
 #include <yaml-cpp/yaml.h>

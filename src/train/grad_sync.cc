@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "backend/cpu_backend.h"
-#include "comm/mpi_reduce_ops.h"
+#include "comm/half_float.h"
 #include "core/check.h"
 #include "train/tensor_gather.h"
 #include "train/zero_memory.h"

@@ -30,7 +30,7 @@
 // must have been reported in full.
 //
 // grad_compression bf16 / fp16: the reduction moves 16-bit values (each pairwise combine of the MPI
-// operator widens to fp32 and rounds back: comm/mpi_reduce_ops.h) and the result lands in fp32.
+// operator widens to fp32 and rounds back: comm/mpi/mpi_reduce_ops.h) and the result lands in fp32.
 // 1-bit Adam's compression stage (set_data_parallel(false)): gradients stay local; the optimizer
 // reduces its momentum instead.
 //

@@ -19,7 +19,7 @@
 #include "checkpoint/checkpoint_inspect.h"
 #include "core/error.h"
 #include "checkpoint/sharded_index.h"
-#include "comm/mpi_communicator.h"
+#include "comm/mpi/mpi_communicator.h"
 #include "train/trainer.h"
 
 namespace moe4d {

@@ -11,7 +11,7 @@
 
 #include "comm/clock_sync.h"
 #include "comm/comm_trace.h"
-#include "comm/mpi_communicator.h"
+#include "comm/mpi/mpi_communicator.h"
 
 namespace moe4d {
 namespace {

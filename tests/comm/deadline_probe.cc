@@ -27,8 +27,8 @@
 #include <thread>
 #include <vector>
 
-#include "comm/mpi_communicator.h"
-#include "comm/mpi_runtime.h"
+#include "comm/mpi/mpi_communicator.h"
+#include "comm/mpi/mpi_runtime.h"
 #include "config/config.h"
 #include "parallel/parallel_context.h"
 

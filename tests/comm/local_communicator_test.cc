@@ -17,6 +17,8 @@ TEST(LocalCommunicator, IdentityAndCollectives) {
   EXPECT_EQ(comm.world_ranks(), std::vector<int>{3});
   EXPECT_EQ(comm.name(), "tp[dp=0,ep=0,pp=0]");
   EXPECT_STREQ(comm.backend(), "local");
+  EXPECT_EQ(comm.split_node("node")->size(), 1);  // no node information: one node
+  EXPECT_EQ(comm.detect_ranks_per_node(), 1);
 
   std::vector<float> data = {1, 2, 3};
   comm.all_reduce(data.data(), data.size());

@@ -1,7 +1,7 @@
-// tests/comm/mpi_communicator_test.cc — every MPI collective (blocking and async) against a naive
+// tests/comm/mpi/mpi_communicator_test.cc — every MPI collective (blocking and async) against a naive
 // reference computed locally, for each progress mode: caller-polled, default (large operations on
 // the progress thread) and everything on the progress thread. Run with 2, 3 and 4 ranks.
-#include "comm/mpi_communicator.h"
+#include "comm/mpi/mpi_communicator.h"
 
 #include <gtest/gtest.h>
 
@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "comm/mpi_reduce_ops.h"
-#include "comm/mpi_tuning.h"
+#include "comm/mpi/mpi_reduce_ops.h"
+#include "comm/mpi/mpi_tuning.h"
 #include "core/error.h"
 
 namespace moe4d {
@@ -94,6 +94,7 @@ TEST_P(MpiCommTest, Identity) {
   EXPECT_EQ(comm_->name(), "world");
   EXPECT_STREQ(comm_->backend(), "mpi");
   EXPECT_EQ(comm_->detect_ranks_per_node(), world_size);  // one machine, consecutive ranks
+  EXPECT_EQ(comm_->split_node("node")->size(), world_size);
 }
 
 TEST_P(MpiCommTest, AllReduceEveryDTypeAndOp) {

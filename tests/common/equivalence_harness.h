@@ -33,7 +33,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "comm/mpi_communicator.h"
+#include "comm/mpi/mpi_communicator.h"
 #include "core/error.h"
 #include "train/trainer.h"
 

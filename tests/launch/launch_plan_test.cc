@@ -46,8 +46,12 @@ TEST(LaunchPlan, ArticlesSixtyFourCards) {
   EXPECT_EQ(plan.ranks[13].coord.tp, 1);
   EXPECT_EQ(plan.ranks[13].coord.ep, 3);
   for (const CrossingGroups& c : plan.crossing) {
-    if (c.dim == "tp") EXPECT_TRUE(c.crossing.empty());
-    if (c.dim == "ep") EXPECT_EQ(c.crossing.size(), c.groups);  // EP8 x TP4 = 32 ranks: 4 hosts
+    if (c.dim == "tp") {
+      EXPECT_TRUE(c.crossing.empty());
+    }
+    if (c.dim == "ep") {
+      EXPECT_EQ(c.crossing.size(), c.groups);  // EP8 x TP4 = 32 ranks: 4 hosts
+    }
   }
   const std::string table = placement_table(plan);
   EXPECT_NE(table.find("placement: 8 hosts x 8 ranks = 64 ranks; dp 2 x ep 8 x tp 4 x pp 1"), std::string::npos);

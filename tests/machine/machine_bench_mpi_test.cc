@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "../common/temp_dir.h"
-#include "comm/mpi_communicator.h"
+#include "comm/mpi/mpi_communicator.h"
 #include "core/error.h"
 #include "machine/machine_bench.h"
 #include "plan/cluster_yaml.h"

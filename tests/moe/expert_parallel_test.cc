@@ -9,7 +9,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "comm/mpi_communicator.h"
+#include "comm/mpi/mpi_communicator.h"
 #include "config/config.h"
 #include "moe_test_util.h"
 #include "model/param_store.h"

@@ -9,7 +9,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "comm/mpi_communicator.h"
+#include "comm/mpi/mpi_communicator.h"
 #include "moe_test_util.h"
 
 namespace moe4d {

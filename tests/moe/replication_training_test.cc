@@ -22,7 +22,7 @@
 
 #include "../common/equivalence_harness.h"
 #include "../train/train_fixture.h"
-#include "comm/mpi_communicator.h"
+#include "comm/mpi/mpi_communicator.h"
 #include "train/trainer.h"
 
 namespace moe4d {

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "comm/mpi_communicator.h"
+#include "comm/mpi/mpi_communicator.h"
 #include "config/config.h"
 #include "parallel/parallel_context.h"
 

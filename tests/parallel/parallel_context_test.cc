@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "comm/mpi_communicator.h"
+#include "comm/mpi/mpi_communicator.h"
 #include "config/config.h"
 #include "core/error.h"
 

@@ -9,7 +9,7 @@
 #include "../common/equivalence_harness.h"
 #include "../train/train_fixture.h"
 #include "checkpoint/checkpoint.h"
-#include "comm/mpi_communicator.h"
+#include "comm/mpi/mpi_communicator.h"
 #include "data/megatron_indexed_dataset.h"
 #include "train/trainer.h"
 

@@ -20,7 +20,7 @@
 
 #include "../common/equivalence_harness.h"
 #include "../train/train_fixture.h"
-#include "comm/mpi_communicator.h"
+#include "comm/mpi/mpi_communicator.h"
 #include "plan/layout.h"
 #include "plan/memory_model.h"
 #include "plan/model_source.h"

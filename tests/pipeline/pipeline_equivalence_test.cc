@@ -13,7 +13,7 @@
 
 #include "../common/equivalence_harness.h"
 #include "../train/train_fixture.h"
-#include "comm/mpi_communicator.h"
+#include "comm/mpi/mpi_communicator.h"
 #include "train/pipeline_schedule.h"
 #include "train/trainer.h"
 

@@ -9,7 +9,7 @@
 #include <map>
 
 #include "../train/train_fixture.h"
-#include "comm/mpi_communicator.h"
+#include "comm/mpi/mpi_communicator.h"
 #include "core/error.h"
 #include "train/pipeline_schedule.h"
 #include "train/trainer.h"

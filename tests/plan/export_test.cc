@@ -123,7 +123,9 @@ void expect_mindformers_accepts(const PlanContext& ctx, const Layout& l, const s
   // Sequence parallelism as planned (only with TP: MindFormers shards the sequence over model_parallel), and
   // mindformers/tools/check_rules.py _check_moe_parallel_valid: MoE with model_parallel > 1 raises without it.
   EXPECT_EQ(pc["use_seq_parallel"].as<bool>(), (l.sequence_parallel || ctx.model.is_moe()) && l.tp > 1);
-  if (mp > 1 && ctx.model.is_moe()) EXPECT_TRUE(pc["use_seq_parallel"].as<bool>());
+  if (mp > 1 && ctx.model.is_moe()) {
+    EXPECT_TRUE(pc["use_seq_parallel"].as<bool>());
+  }
   // gradient_aggregation_group: the number of gradient fusion groups over the layers
   // (mindformers/models/utils.py LayerSetting.set: layer i in group i / max((layers + 1) / g, 1) + 1), a
   // positive int (TransformerOpParallelConfig's setter), at most one group per layer.

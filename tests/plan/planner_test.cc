@@ -77,7 +77,9 @@ TEST(Planner, JsonIsSortedAndComplete) {
   for (const auto& row : doc["ranked"]) {
     EXPECT_TRUE(row["fits"].get<bool>());
     EXPECT_EQ(row["tie_with_best"].get<bool>(), index < tied);
-    if (index++ >= tied) EXPECT_GE(row["time"]["step_seconds"].get<double>(), previous);
+    if (index++ >= tied) {
+      EXPECT_GE(row["time"]["step_seconds"].get<double>(), previous);
+    }
     previous = row["time"]["step_seconds"].get<double>();
     EXPECT_LE(row["memory"]["total_bytes"].get<double>(), row["memory"]["limit_bytes"].get<double>());
     EXPECT_FALSE(row["placement"]["tp"]["crosses_nodes"].get<bool>());

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "../train/train_fixture.h"
-#include "comm/mpi_communicator.h"
+#include "comm/mpi/mpi_communicator.h"
 #include "core/error.h"
 #include "precision_test_util.h"
 #include "train/trainer.h"

@@ -99,7 +99,9 @@ TEST(RunReport, MoeRunWithPipelineTimelineGetsEveryPicture) {
                                       "comm_share.svg", "index.html"}));
   for (const std::string& path : written) {
     EXPECT_EQ(std::filesystem::path(path).parent_path(), std::filesystem::path(dir.path()));
-    if (std::filesystem::path(path).extension() == ".svg") EXPECT_NO_THROW(parse_xml(read(path))) << path;
+    if (std::filesystem::path(path).extension() == ".svg") {
+      EXPECT_NO_THROW(parse_xml(read(path))) << path;
+    }
   }
 
   // Loss: total (aux + z differ), train and val (3 evaluations, drawn with markers).

@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../train/train_fixture.h"
-#include "comm/mpi_communicator.h"
+#include "comm/mpi/mpi_communicator.h"
 #include "parallel/parallel_context.h"
 #include "train/trainer.h"
 
@@ -149,8 +149,9 @@ void run_and_check(const std::string& name, int dp, int tp, int pp) {
     for (const json& e : events) {
       const double ts = e["ts"], end = ts + e["dur"].get<double>();
       while (!open_ends.empty() && open_ends.back() <= ts + kEps) open_ends.pop_back();
-      if (!open_ends.empty())
+      if (!open_ends.empty()) {
         EXPECT_LE(end, open_ends.back() + kEps) << "slice overlaps its parent without nesting: " << e.dump();
+      }
       open_ends.push_back(end);
     }
   }
@@ -163,7 +164,9 @@ void run_and_check(const std::string& name, int dp, int tp, int pp) {
     EXPECT_NE(starts[0]["pid"], flow_ends[id][0]["pid"]);
   }
   EXPECT_EQ(flow_starts.size(), flow_ends.size());
-  if (pp > 1) EXPECT_GT(flow_starts.size(), 0u) << "a pipeline run draws arrows between stages";
+  if (pp > 1) {
+    EXPECT_GT(flow_starts.size(), 0u) << "a pipeline run draws arrows between stages";
+  }
 
   // This rank's groups each have a track.
   const int me = pc->rank;

@@ -11,7 +11,7 @@
 #include <cmath>
 
 #include "../train/train_fixture.h"
-#include "comm/mpi_communicator.h"
+#include "comm/mpi/mpi_communicator.h"
 #include "train/trainer.h"
 
 namespace moe4d {

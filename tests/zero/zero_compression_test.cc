@@ -15,7 +15,7 @@
 #include <random>
 
 #include "../train/train_fixture.h"
-#include "comm/mpi_communicator.h"
+#include "comm/mpi/mpi_communicator.h"
 #include "train/onebit_adam.h"
 #include "train/trainer.h"
 

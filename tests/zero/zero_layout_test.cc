@@ -128,10 +128,14 @@ TEST(ZeroLayout, BucketsNeverExceedTheSizeAndSplitLargeParameters) {
         if (b.group == info.group && b.begin < info.offset + size_t(info.numel()) && b.end > info.offset) ++holding;
       EXPECT_GE(holding, 1);
       if (holding > 1) ++split_params;
-      if (size_t(info.numel()) > 2 * rounded) EXPECT_GE(holding, 2) << info.name << " larger than a bucket";
+      if (size_t(info.numel()) > 2 * rounded) {
+        EXPECT_GE(holding, 2) << info.name << " larger than a bucket";
+      }
     }
     EXPECT_EQ(tables, int((table.numel() + rounded - 1) / rounded));
-    if (size <= 100) EXPECT_GT(split_params, 0);
+    if (size <= 100) {
+      EXPECT_GT(split_params, 0);
+    }
     // Layers smaller than a bucket share one with their neighbour; every layer has buckets.
     for (int layer = -1; layer <= m.num_layers; ++layer) EXPECT_FALSE(layout.buckets_of_layer(layer).empty()) << layer;
   }

@@ -13,7 +13,7 @@
 #include <map>
 
 #include "../train/train_fixture.h"
-#include "comm/mpi_communicator.h"
+#include "comm/mpi/mpi_communicator.h"
 #include "model/block_matmul.h"
 #include "train/trainer.h"
 #include "train/zero_memory.h"

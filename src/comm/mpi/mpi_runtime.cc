@@ -1,7 +1,9 @@
-// comm/mpi_runtime.cc — MPI_Init_thread / MPI_Finalize with a thread-level check.
-#include "comm/mpi_runtime.h"
+// comm/mpi/mpi_runtime.cc — MPI_Init_thread / MPI_Finalize with a thread-level check.
+#include "comm/mpi/mpi_runtime.h"
 
 #include <mpi.h>
+
+#include <cstdlib>
 
 #include "core/error.h"
 
@@ -38,6 +40,11 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
+}
+
+void MpiRuntime::abort_job(int code) const {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::abort();  // MPI_Abort does not return; this tells the compiler so
 }
 
 MpiRuntime::~MpiRuntime() {

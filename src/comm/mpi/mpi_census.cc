@@ -1,5 +1,5 @@
-// comm/mpi_census.cc — the missing-rank census run when a collective times out (see the header).
-#include "comm/mpi_census.h"
+// comm/mpi/mpi_census.cc — the missing-rank census run when a collective times out (see the header).
+#include "comm/mpi/mpi_census.h"
 
 #include <chrono>
 #include <cstdio>

@@ -1,5 +1,5 @@
-// comm/mpi_progress_engine.cc — the progress thread (see the header for why it exists).
-#include "comm/mpi_progress_engine.h"
+// comm/mpi/mpi_progress_engine.cc — the progress thread (see the header for why it exists).
+#include "comm/mpi/mpi_progress_engine.h"
 
 namespace moe4d {
 

@@ -1,24 +1,24 @@
-// comm/mpi_communicator.h — the MPI backend of Communicator (OpenMPI on CPU clusters, between nodes).
+// comm/mpi/mpi_communicator.h — the MPI backend of Communicator (OpenMPI on CPU clusters, between nodes).
 //
 // Every operation is a non-blocking MPI call (MPI_Iallreduce, MPI_Ireduce_scatter_block,
 // MPI_Iallgather, MPI_Ialltoallv, MPI_Ibcast, MPI_Isend/MPI_Irecv, MPI_Ibarrier) on a private dup of
 // the group's MPI communicator, returning a Work whose wait() polls with a short back-off (spin, then
 // yield, then short sleeps, so oversubscribed ranks do not starve each other) until completion or
 // the deadline (CommOptions::timeout_seconds, counted from the start of wait()). On a deadline the
-// census of comm/mpi_census.h names the missing rank(s) and the job aborts with exit code 3.
+// census of comm/mpi/mpi_census.h names the missing rank(s) and the job aborts with exit code 3.
 //
 // Overlap: operations of at least MpiOptions::progress_min_bytes are handed to a progress thread
-// (comm/mpi_progress_engine.h) shared by the world and every group split from it, so that a
+// (comm/mpi/mpi_progress_engine.h) shared by the world and every group split from it, so that a
 // gradient all_reduce started during backward keeps moving while the main thread computes; wait()
 // takes the request back from the thread and finishes it by polling, test() only looks at the
 // thread's result. Smaller operations (latency-bound TP/EP traffic) are only ever polled.
 //
 // Limits: counts and displacements must fit MPI's int (INT_MAX elements) — larger ones throw
-// moe4d::Error. BF16/F16 reductions run through user-defined MPI_Ops (comm/mpi_reduce_ops.h).
+// moe4d::Error. BF16/F16 reductions run through user-defined MPI_Ops (comm/mpi/mpi_reduce_ops.h).
 // In place: reduce_scatter with send == recv uses MPI_IN_PLACE (result in the first recv_count
 // elements); all_gather with send == recv + rank()*send_count likewise.
 //
-// Lifetime: MPI must be initialised with MPI_THREAD_MULTIPLE (comm/mpi_runtime.h) and every
+// Lifetime: MPI must be initialised with MPI_THREAD_MULTIPLE (comm/mpi/mpi_runtime.h) and every
 // communicator destroyed before MPI_Finalize; every Work must be waited on (or destroyed, which
 // waits) before its communicator is destroyed. Thread safety: as Communicator.
 #pragma once
@@ -33,9 +33,9 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "comm/mpi_census.h"
-#include "comm/mpi_watchdog.h"
-#include "comm/mpi_tuning.h"
+#include "comm/mpi/mpi_census.h"
+#include "comm/mpi/mpi_watchdog.h"
+#include "comm/mpi/mpi_tuning.h"
 
 namespace moe4d {
 
@@ -44,7 +44,7 @@ struct MpiOptions {
   bool progress_thread = true;                            // run the progress thread at all
   size_t progress_min_bytes = size_t{256} << 10;          // smaller operations are only polled by the caller
   std::chrono::microseconds progress_poll_interval{200};  // how often the thread tests while nobody waits
-  // OpenMPI libnbc's iallreduce algorithm, set process-wide by world() (comm/mpi_tuning.h).
+  // OpenMPI libnbc's iallreduce algorithm, set process-wide by world() (comm/mpi/mpi_tuning.h).
   NbcAllReduceAlgorithm all_reduce_algorithm = NbcAllReduceAlgorithm::kRabenseifner;
 };
 
@@ -78,7 +78,7 @@ class MpiCommunicator final : public Communicator, private MpiWatchdog::Client {
   void barrier() override;
 
   // Blocking forms: MPI's blocking calls (lower latency than the non-blocking ones), with the
-  // deadline enforced by the watchdog thread (comm/mpi_watchdog.h).
+  // deadline enforced by the watchdog thread (comm/mpi/mpi_watchdog.h).
   using Communicator::all_reduce;
   void all_reduce(void* data, size_t count, DType dtype, ReduceOp op = ReduceOp::kSum) override;
   void reduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype,
@@ -95,16 +95,13 @@ class MpiCommunicator final : public Communicator, private MpiWatchdog::Client {
   std::unique_ptr<Communicator> split(int color, int key, const std::string& name) override;
   void flush_trace() override;
 
-  // Collective. Ranks per node (MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)) when every node holds
-  // the same number of consecutive world ranks, as mpirun's default mapping does. Otherwise logs a
-  // warning and returns 1: node-aware placement then treats every rank as its own node.
-  int detect_ranks_per_node();
+  // Node topology from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED); contract in comm/communicator.h.
+  std::unique_ptr<Communicator> split_node(const std::string& name) override;
+  int detect_ranks_per_node() override;
 
   double timeout_seconds() const override { return options_.timeout_seconds; }
   void set_timeout_seconds(double seconds) override { options_.timeout_seconds = seconds; }
   const CommOptions& options() const { return options_; }
-  // Applies to waits that start afterwards and to groups split afterwards.
-  void set_options(const CommOptions& options) { options_ = options; }
   MPI_Comm handle() const { return comm_; }  // for raw-MPI comparisons in benchmarks and tests
 
  private:
@@ -128,7 +125,7 @@ class MpiCommunicator final : public Communicator, private MpiWatchdog::Client {
   void check(int rc, const char* call) const;
   int to_count(size_t count, const char* op) const;
   [[noreturn]] void on_timeout(const char* label, int64_t seq, int peer, double waited);
-  // What this rank answers a census query on this group with (comm/mpi_census.h).
+  // What this rank answers a census query on this group with (comm/mpi/mpi_census.h).
   CensusAnswer census_answer() const;
 
   MPI_Comm comm_ = MPI_COMM_NULL;

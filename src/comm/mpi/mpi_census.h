@@ -1,4 +1,4 @@
-// comm/mpi_census.h — who is missing when a collective passes its deadline.
+// comm/mpi/mpi_census.h — who is missing when a collective passes its deadline.
 //
 // Every MpiCommunicator owns a census: a private duplicate of its MPI communicator (so census
 // messages can never match the group's own traffic) on which members exchange a CensusAnswer: the

@@ -1,4 +1,4 @@
-// comm/mpi_tuning.h — MPI library settings moe4d chooses at run time through the MPI tool
+// comm/mpi/mpi_tuning.h — MPI library settings moe4d chooses at run time through the MPI tool
 // interface (MPI_T control variables), instead of asking users for mpirun --mca flags.
 //
 // Why: OpenMPI 4.1's non-blocking all-reduce (coll/libnbc) picks a binomial reduce+broadcast for

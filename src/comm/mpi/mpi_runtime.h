@@ -1,4 +1,4 @@
-// comm/mpi_runtime.h — RAII ownership of the MPI library for one process.
+// comm/mpi/mpi_runtime.h — RAII ownership of the MPI library for one process.
 //
 // Construct one MpiRuntime at the top of main() (the CLI does; MPI test mains do the equivalent)
 // before creating any MpiCommunicator, and destroy every communicator before it: MPI_Finalize runs
@@ -20,6 +20,9 @@ class MpiRuntime {
 
   int world_rank() const { return world_rank_; }
   int world_size() const { return world_size_; }
+  // Ends every process of the job with exit status `code` (MPI_Abort on MPI_COMM_WORLD): for an
+  // error one rank met alone, while the others may wait in a collective. Print the reason first.
+  [[noreturn]] void abort_job(int code) const;
 
  private:
   bool owns_ = false;  // we called MPI_Init_thread, so we call MPI_Finalize

@@ -1,4 +1,4 @@
-// comm/mpi_reduce_ops.h — how moe4d element types and reductions map onto MPI.
+// comm/mpi/mpi_reduce_ops.h — how moe4d element types and reductions map onto MPI.
 //
 // Every DType travels as an MPI builtin datatype (BF16 and F16 as MPI_UINT16_T bit patterns).
 // Reductions over F32/F64/integers use MPI's builtin operators. MPI has no 16-bit float types, so
@@ -12,6 +12,7 @@
 #include <mpi.h>
 
 #include "comm/communicator.h"
+#include "comm/half_float.h"  // the scalar conversions of the 16-bit operators
 
 namespace moe4d {
 
@@ -29,11 +30,5 @@ class MpiReduceOps {
   // [0] = BF16, [1] = F16; indexed by ReduceOp (kSum, kMax, kMin).
   MPI_Op half_ops_[2][3];
 };
-
-// Scalar conversions used by the half-precision operators (exposed for tests).
-float bf16_to_float(uint16_t bits);
-uint16_t float_to_bf16(float value);
-float f16_to_float(uint16_t bits);
-uint16_t float_to_f16(float value);
 
 }  // namespace moe4d

@@ -1,4 +1,4 @@
-#include "comm/mpi_arrival_exchange.h"
+#include "comm/mpi/mpi_arrival_exchange.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "comm/mpi_watchdog.h"
+#include "comm/mpi/mpi_watchdog.h"
 
 #include <algorithm>
 

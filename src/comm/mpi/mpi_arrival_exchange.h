@@ -1,4 +1,4 @@
-// comm/mpi_arrival_exchange.h — the entry-time exchange of one traced MPI operation (comm/comm_trace.h).
+// comm/mpi/mpi_arrival_exchange.h — the entry-time exchange of one traced MPI operation (comm/comm_trace.h).
 //
 // Started right after the operation itself, on the group's private trace communicator (a dup, so it
 // can never match the operation's own messages):

@@ -1,5 +1,5 @@
-// comm/mpi_tuning.cc — MPI_T control-variable writes (see the header for why).
-#include "comm/mpi_tuning.h"
+// comm/mpi/mpi_tuning.cc — MPI_T control-variable writes (see the header for why).
+#include "comm/mpi/mpi_tuning.h"
 
 #include <mpi.h>
 

@@ -1,10 +1,10 @@
-// comm/mpi_watchdog.h — deadlines for blocking MPI calls.
+// comm/mpi/mpi_watchdog.h — deadlines for blocking MPI calls.
 //
 // A blocking MPI collective (MPI_Allreduce, ...) is the fastest way to run a small collective — the
 // non-blocking forms cost 1.5-2x more latency in OpenMPI 4.1 — but a thread inside it cannot check a
 // deadline. The watchdog is one thread per process that wakes every `interval` and polls its clients
 // (the MpiCommunicators); a client blocked in MPI uses the poll to answer census queries for its
-// group and, once its deadline has passed, to run the census and abort the job (comm/mpi_census.h).
+// group and, once its deadline has passed, to run the census and abort the job (comm/mpi/mpi_census.h).
 // The blocked thread itself only publishes "blocked since t in operation X" through atomics.
 //
 // Thread safety: add/remove/poll are serialised by one mutex; remove() returns only when no poll of

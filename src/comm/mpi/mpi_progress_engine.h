@@ -1,4 +1,4 @@
-// comm/mpi_progress_engine.h — a background thread that drives outstanding MPI requests.
+// comm/mpi/mpi_progress_engine.h — a background thread that drives outstanding MPI requests.
 //
 // Why: OpenMPI's non-blocking collectives (libnbc) and its rendezvous point-to-point protocol only
 // advance inside MPI calls. Without help, an all_reduce started before backward compute would sit

@@ -1,6 +1,6 @@
-// comm/mpi_communicator.cc — Communicator over MPI: non-blocking operations with deadlines and a progress
+// comm/mpi/mpi_communicator.cc — Communicator over MPI: non-blocking operations with deadlines and a progress
 // thread; blocking ones through MPI's blocking calls under the watchdog.
-#include "comm/mpi_communicator.h"
+#include "comm/mpi/mpi_communicator.h"
 
 #include <sched.h>
 
@@ -10,10 +10,10 @@
 #include <mutex>
 #include <thread>
 
-#include "comm/mpi_arrival_exchange.h"
-#include "comm/mpi_census.h"
-#include "comm/mpi_progress_engine.h"
-#include "comm/mpi_reduce_ops.h"
+#include "comm/mpi/mpi_arrival_exchange.h"
+#include "comm/mpi/mpi_census.h"
+#include "comm/mpi/mpi_progress_engine.h"
+#include "comm/mpi/mpi_reduce_ops.h"
 #include "core/error.h"
 #include "core/cycle_clock.h"
 #include "core/log.h"
@@ -343,9 +343,9 @@ std::unique_ptr<Work> MpiCommunicator::all_to_all_v_async(const void* send, cons
                                                           const size_t* send_displs, void* recv,
                                                           const size_t* recv_counts, const size_t* recv_displs,
                                                           DType dtype) {
-  // Layout: [send counts | send displs | recv counts | recv displs], each size_ ints.
-  std::vector<int>& arrays = alltoallv_arrays_;  // reused: no allocation per call
-  arrays.resize(4 * static_cast<size_t>(size_));
+  // Layout: [send counts | send displs | recv counts | recv displs], each size_ ints. The arrays
+  // move into the Work (MPI_Ialltoallv reads them until completion), so each call allocates its own.
+  std::vector<int> arrays(4 * static_cast<size_t>(size_));
   size_t sent = 0;
   for (int r = 0; r < size_; ++r) {
     arrays[r] = to_count(send_counts[r], "all_to_all_v");
@@ -522,6 +522,16 @@ std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, const s
 void MpiCommunicator::flush_trace() {
   for (std::unique_ptr<MpiArrivalExchange>& exchange : pending_exchanges_) exchange->complete();
   pending_exchanges_.clear();
+}
+
+std::unique_ptr<Communicator> MpiCommunicator::split_node(const std::string& name) {
+  // Guarded like split(): every member must arrive before the blocking MPI_Comm_split_type.
+  MPI_Request request;
+  check(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier");
+  make_work(CommOp::kBarrier, "split_node", 0, request, next_seq(), -1)->wait();
+  MPI_Comm child;
+  check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &child), "MPI_Comm_split_type");
+  return std::unique_ptr<Communicator>(new MpiCommunicator(child, name, options_, shared_));
 }
 
 int MpiCommunicator::detect_ranks_per_node() {
