@@ -10,6 +10,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/output_file.h"
+#include "checkpoint/safetensors.h"
 #include "checkpoint/sharded_index.h"
 #include "core/error.h"
 
@@ -33,12 +34,7 @@ void write_streamed(OutputFile& out, const CheckpointTensors& tensors, const std
     offset += bytes;
   }
   header["__metadata__"] = metadata;
-  std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');
-  unsigned char length[8];
-  for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(static_cast<uint64_t>(text.size()) >> (8 * i));
-  out.write(length, sizeof(length));
-  out.write(text.data(), text.size());
+  write_safetensors_header(out, header.dump());
   for (const std::string& name : names) {
     const std::vector<int64_t> shape = tensors.shape(name);
     const int64_t numel = Shape::of(shape).numel();

@@ -90,6 +90,15 @@ struct Span {
 
 }  // namespace
 
+void write_safetensors_header(OutputFile& out, std::string header_json) {
+  header_json.append((8 - header_json.size() % 8) % 8, ' ');
+  unsigned char length[8];
+  for (int i = 0; i < 8; ++i)
+    length[i] = static_cast<unsigned char>(static_cast<uint64_t>(header_json.size()) >> (8 * i));
+  out.write(length, sizeof(length));
+  out.write(header_json.data(), header_json.size());
+}
+
 void write_safetensors(OutputFile& out, const NamedTensors& tensors, const SafetensorsMetadata& metadata) {
   std::set<std::string> names;
   for (const auto& [name, t] : tensors) {
@@ -115,13 +124,7 @@ void write_safetensors(OutputFile& out, const NamedTensors& tensors, const Safet
     offset += t.nbytes();
   }
   if (!metadata.empty()) header[kMetadataKey] = metadata;
-  std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');
-
-  unsigned char length[8];
-  for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(static_cast<uint64_t>(text.size()) >> (8 * i));
-  out.write(length, sizeof(length));
-  out.write(text.data(), text.size());
+  write_safetensors_header(out, header.dump());
   for (size_t i : order) write_tensor_data(out, tensors[i].second);
 }
 

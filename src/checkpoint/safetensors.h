@@ -27,6 +27,10 @@ using SafetensorsMetadata = std::map<std::string, std::string>;
 // or the reserved name "__metadata__". Does not finish() `out`.
 void write_safetensors(OutputFile& out, const NamedTensors& tensors, const SafetensorsMetadata& metadata);
 
+// Writes a safetensors header: the 8-byte little-endian length, then `header_json` padded with spaces
+// to a multiple of 8 bytes. The tensor data follows it, in the order of its data_offsets.
+void write_safetensors_header(OutputFile& out, std::string header_json);
+
 // Writes a standalone safetensors file at `path` (created or truncated, fsync'ed).
 void save_safetensors(const std::string& path, const NamedTensors& tensors, const SafetensorsMetadata& metadata);
 
