@@ -22,6 +22,8 @@ void CommStats::add(const CommStats& other) {
   for (int i = 0; i < static_cast<int>(CommOp::kCount); ++i) {
     ops[i].calls += other.ops[i].calls;
     ops[i].bytes += other.ops[i].bytes;
+    ops[i].bytes_intra_node += other.ops[i].bytes_intra_node;
+    ops[i].bytes_inter_node += other.ops[i].bytes_inter_node;
     ops[i].busy_seconds += other.ops[i].busy_seconds;
     ops[i].exposed_seconds += other.ops[i].exposed_seconds;
   }

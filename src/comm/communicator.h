@@ -53,6 +53,11 @@ struct CommStats {
     int64_t bytes = 0;        // bytes this rank contributed (send side)
     double busy_seconds = 0;
     double exposed_seconds = 0;
+    // The part of `bytes` that left this rank for another rank of its own node / of another node
+    // (point-to-point sends and all-to-all, where each destination is known; a collective's internal
+    // algorithm decides its own links, so all_reduce / all_gather / ... count 0 in both).
+    int64_t bytes_intra_node = 0;
+    int64_t bytes_inter_node = 0;
   };
   Entry ops[static_cast<int>(CommOp::kCount)];
   Entry& operator[](CommOp op) { return ops[static_cast<int>(op)]; }

@@ -46,14 +46,17 @@ CommSnapshot snapshot(ParallelContext& pc) {
   return s;
 }
 nlohmann::json comm_json(const CommStats& after, const CommStats& before, double* exposed_total) {
-  double busy = 0, exposed = 0, bytes = 0;
+  double busy = 0, exposed = 0, bytes = 0, intra = 0, inter = 0;
   for (int op = 0; op < static_cast<int>(CommOp::kCount); ++op) {
     busy += after.ops[op].busy_seconds - before.ops[op].busy_seconds;
     exposed += after.ops[op].exposed_seconds - before.ops[op].exposed_seconds;
     bytes += double(after.ops[op].bytes - before.ops[op].bytes);
+    intra += double(after.ops[op].bytes_intra_node - before.ops[op].bytes_intra_node);
+    inter += double(after.ops[op].bytes_inter_node - before.ops[op].bytes_inter_node);
   }
   *exposed_total += exposed;
-  return {{"busy_s", busy}, {"exposed_s", exposed}, {"bytes", bytes}};
+  return {{"busy_s", busy},           {"exposed_s", exposed},           {"bytes", bytes},
+          {"bytes_intra_node", intra}, {"bytes_inter_node", inter}};
 }
 }  // namespace
 

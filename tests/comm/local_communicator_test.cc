@@ -75,14 +75,16 @@ TEST(LocalCommunicator, SplitReturnsLocalOrNull) {
 
 TEST(CommStats, AddSumsEveryField) {
   CommStats a, b;
-  a[CommOp::kAllGather] = {1, 10, 0.5, 0.25};
-  b[CommOp::kAllGather] = {2, 5, 1.0, 0.5};
+  a[CommOp::kAllGather] = {1, 10, 0.5, 0.25, 3, 7};
+  b[CommOp::kAllGather] = {2, 5, 1.0, 0.5, 1, 4};
   b[CommOp::kBarrier].calls = 4;
   a.add(b);
   EXPECT_EQ(a[CommOp::kAllGather].calls, 3);
   EXPECT_EQ(a[CommOp::kAllGather].bytes, 15);
   EXPECT_DOUBLE_EQ(a[CommOp::kAllGather].busy_seconds, 1.5);
   EXPECT_DOUBLE_EQ(a[CommOp::kAllGather].exposed_seconds, 0.75);
+  EXPECT_EQ(a[CommOp::kAllGather].bytes_intra_node, 4);
+  EXPECT_EQ(a[CommOp::kAllGather].bytes_inter_node, 11);
   EXPECT_EQ(a[CommOp::kBarrier].calls, 4);
   a.clear();
   EXPECT_EQ(a[CommOp::kAllGather].calls, 0);

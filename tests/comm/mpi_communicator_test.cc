@@ -6,7 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <unistd.h>
+
 #include <climits>
+#include <cstdlib>
+#include <string>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -192,6 +196,55 @@ TEST_P(MpiCommTest, AllToAllVWithZeroCountsAndGaps) {
   }
   size_t sent = std::accumulate(send_counts.begin(), send_counts.end(), size_t{0});
   EXPECT_EQ(comm_->stats()[CommOp::kAllToAllV].bytes, static_cast<int64_t>(sent * sizeof(int32_t)));
+}
+
+// The link-class counters against this rank's peers' host names (gethostname, gathered here): bytes
+// to another rank of this host are intra-node, to another host inter-node, to itself neither. With
+// MOE4D_TEST_HOSTS=N (the fake-node run below) the job must really span N hosts.
+TEST_P(MpiCommTest, AllToAllVAndSendCountBytesPerLinkClass) {
+  const int n = comm_->size(), me = comm_->rank();
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  std::vector<char> hosts(static_cast<size_t>(n) * sizeof(host));
+  MPI_Allgather(host, sizeof(host), MPI_CHAR, hosts.data(), sizeof(host), MPI_CHAR, comm_->handle());
+  auto host_of = [&](int r) { return std::string(hosts.data() + static_cast<size_t>(r) * sizeof(host)); };
+  std::vector<std::string> distinct;
+  for (int r = 0; r < n; ++r)
+    if (std::find(distinct.begin(), distinct.end(), host_of(r)) == distinct.end()) distinct.push_back(host_of(r));
+  if (const char* want = std::getenv("MOE4D_TEST_HOSTS")) ASSERT_EQ(distinct.size(), std::stoul(want));
+
+  std::vector<size_t> send_counts(n), displs(n), recv_counts(n);
+  int64_t intra = 0, inter = 0;
+  for (int j = 0; j < n; ++j) {
+    send_counts[j] = static_cast<size_t>(1 + me + 2 * j);
+    recv_counts[j] = static_cast<size_t>(1 + j + 2 * me);
+    if (j != me) (host_of(j) == host_of(me) ? intra : inter) += static_cast<int64_t>(send_counts[j] * 2);
+  }
+  std::vector<size_t> recv_displs(n);
+  for (int j = 1; j < n; ++j) {
+    displs[j] = displs[j - 1] + send_counts[j - 1];
+    recv_displs[j] = recv_displs[j - 1] + recv_counts[j - 1];
+  }
+  std::vector<uint16_t> send(displs[n - 1] + send_counts[n - 1]), recv(recv_displs[n - 1] + recv_counts[n - 1]);
+  comm_->all_to_all_v(send.data(), send_counts.data(), displs.data(), recv.data(), recv_counts.data(),
+                      recv_displs.data(), DType::kBF16);
+  comm_->all_to_all_v_async(send.data(), send_counts.data(), displs.data(), recv.data(), recv_counts.data(),
+                            recv_displs.data(), DType::kBF16)
+      ->wait();
+  const CommStats::Entry& a2a = comm_->stats()[CommOp::kAllToAllV];
+  EXPECT_EQ(a2a.bytes_intra_node, 2 * intra);
+  EXPECT_EQ(a2a.bytes_inter_node, 2 * inter);
+
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
+  std::vector<float> out(1000, 1.f), in(1000);
+  auto r = comm_->recv_async(in.data(), in.size(), DType::kF32, prev, 3);
+  comm_->send_async(out.data(), out.size(), DType::kF32, next, 3)->wait();
+  r->wait();
+  const CommStats::Entry& p2p = comm_->stats()[CommOp::kSendRecv];
+  const bool same = host_of(next) == host_of(me);
+  EXPECT_EQ(p2p.bytes_intra_node, same ? 4000 : 0);
+  EXPECT_EQ(p2p.bytes_inter_node, same ? 0 : 4000);
+  EXPECT_EQ(comm_->stats()[CommOp::kAllReduce].bytes_inter_node, 0);
 }
 
 TEST_P(MpiCommTest, BroadcastFromLastRank) {

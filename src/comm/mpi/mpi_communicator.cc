@@ -216,6 +216,9 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name, const CommOpti
   MPI_Group_translate_ranks(group, size_, local.data(), world_group, world_ranks_.data());
   MPI_Group_free(&group);
   MPI_Group_free(&world_group);
+  same_node_.resize(size_);
+  for (int i = 0; i < size_; ++i)
+    same_node_[i] = shared_->hosts[world_ranks_[i]] == shared_->hosts[world_ranks_[rank_]];
   census_ = std::make_unique<MpiCensus>(comm_);
   MPI_Comm_dup(comm_, &trace_comm_);
   shared_->watchdog.add(this);
@@ -245,6 +248,11 @@ int MpiCommunicator::to_count(size_t count, const char* op) const {
     fail("mpi backend: {} on group {} with {} elements exceeds MPI's count limit of {} (INT_MAX); split the buffer",
          op, name_, count, INT_MAX);
   return static_cast<int>(count);
+}
+
+void MpiCommunicator::count_link(CommOp op, int peer, size_t bytes) {
+  if (peer == rank_) return;
+  (same_node_[peer] ? stats_[op].bytes_intra_node : stats_[op].bytes_inter_node) += static_cast<int64_t>(bytes);
 }
 
 std::unique_ptr<Work> MpiCommunicator::make_work(CommOp op, const char* label, size_t bytes, MPI_Request request,
@@ -353,6 +361,7 @@ std::unique_ptr<Work> MpiCommunicator::all_to_all_v_async(const void* send, cons
     arrays[2 * size_ + r] = to_count(recv_counts[r], "all_to_all_v");
     arrays[3 * size_ + r] = to_count(recv_displs[r], "all_to_all_v");
     sent += send_counts[r];
+    count_link(CommOp::kAllToAllV, r, send_counts[r] * dtype_size(dtype));
   }
   MPI_Datatype type = MpiReduceOps::datatype(dtype);
   MPI_Request request;
@@ -379,6 +388,7 @@ std::unique_ptr<Work> MpiCommunicator::send_async(const void* data, size_t count
   int n = to_count(count, "send");
   MPI_Request request;
   check(MPI_Isend(data, n, MpiReduceOps::datatype(dtype), dst, tag, comm_, &request), "MPI_Isend");
+  count_link(CommOp::kSendRecv, dst, count * dtype_size(dtype));
   return make_work(CommOp::kSendRecv, "send", count * dtype_size(dtype), request, 0, dst, {}, tag);
 }
 
@@ -472,6 +482,7 @@ void MpiCommunicator::all_to_all_v(const void* send, const size_t* send_counts, 
     arrays[2 * size_ + r] = to_count(recv_counts[r], "all_to_all_v");
     arrays[3 * size_ + r] = to_count(recv_displs[r], "all_to_all_v");
     sent += send_counts[r];
+    count_link(CommOp::kAllToAllV, r, send_counts[r] * dtype_size(dtype));
   }
   const MPI_Datatype type = MpiReduceOps::datatype(dtype);
   run_blocking(CommOp::kAllToAllV, "all_to_all_v", sent * dtype_size(dtype), -1, [&] {
@@ -493,6 +504,7 @@ void MpiCommunicator::send(const void* data, size_t count, DType dtype, int dst,
   if (dst < 0 || dst >= size_ || dst == rank_)
     fail("mpi backend: send on group {} to rank {}; expected another group rank in [0, {})", name_, dst, size_);
   const int n = to_count(count, "send");
+  count_link(CommOp::kSendRecv, dst, count * dtype_size(dtype));
   run_blocking(
       CommOp::kSendRecv, "send", count * dtype_size(dtype), dst,
       [&] { check(MPI_Send(data, n, MpiReduceOps::datatype(dtype), dst, tag, comm_), "MPI_Send"); }, tag);

@@ -118,6 +118,8 @@ class MpiCommunicator final : public Communicator, private MpiWatchdog::Client {
   // On a traced step (trace_ set): the entry-time exchange of an operation started now.
   std::unique_ptr<MpiArrivalExchange> start_exchange(CommOp op, const char* label, size_t bytes, int peer, int tag);
   int64_t next_seq() { return issued_.fetch_add(1) + 1; }
+  // Adds `bytes` sent to group rank `peer` to the link-class counters of `op` (self: neither).
+  void count_link(CommOp op, int peer, size_t bytes);
   // Runs a blocking MPI call, publishing to the watchdog that this thread is inside it.
   template <typename Call>
   void run_blocking(CommOp op, const char* label, size_t bytes, int peer, Call&& call, int tag = 0);
@@ -137,6 +139,7 @@ class MpiCommunicator final : public Communicator, private MpiWatchdog::Client {
   int rank_ = 0;
   int size_ = 1;
   std::vector<int> world_ranks_;
+  std::vector<char> same_node_;  // by group rank: runs on this rank's host (MPI_Get_processor_name)
   std::atomic<int64_t> issued_{0};  // collectives started on this group (the census sequence)
   // What the issuing thread is blocked in (read by the watchdog thread): since = 0 when not blocked.
   std::atomic<int64_t> blocked_since_ns_{0};
