@@ -1,6 +1,8 @@
 // tests/plan/formulas_test.cc — every planner formula against values computed by hand.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "plan/bottleneck.h"
 #include "plan/comm_model.h"
 #include "plan/compute_model.h"
@@ -413,10 +415,16 @@ TEST(Comm, MeasuredTablesReplaceTheLinkModel) {
 // ---- compute -----------------------------------------------------------------------------------------
 
 TEST(Compute, GemmTimeFromPeakAndEfficiency) {
-  const ClusterSpec c = flat_cluster(1, 1);
+  ClusterSpec c = flat_cluster(1, 1);
+  c.device.memory_bandwidth = 1e15;  // compute-bound
   EXPECT_DOUBLE_EQ(gemm_seconds(c, Precision::kFP32, 100, 100, 100), 2e6 / 5e11);
   EXPECT_DOUBLE_EQ(gemm_seconds(c, Precision::kFP32, 100, 100, 100, 3), 3 * 2e6 / 5e11);
   EXPECT_EQ(gemm_seconds(c, Precision::kFP32, 0, 100, 100), 0);
+  // Roofline: at 1e9 B/s reading A, B and writing C (3 x 1e4 fp32 elements) takes longer than the FLOPs;
+  // 16-bit elements move half the bytes.
+  c.device.memory_bandwidth = 1e9;
+  EXPECT_DOUBLE_EQ(gemm_seconds(c, Precision::kFP32, 100, 100, 100, 2), 2 * 3e4 * 4 / 1e9);
+  EXPECT_DOUBLE_EQ(gemm_seconds(c, Precision::kBF16, 100, 100, 100), 3e4 * 2 / 1e9);
 }
 
 TEST(Compute, EfficiencyCurveInterpolatesInLogSize) {
@@ -432,15 +440,16 @@ TEST(Compute, EfficiencyCurveInterpolatesInLogSize) {
 TEST(Compute, LayerFlopsByHand) {
   const ModelConfig m = tiny_moe();
   const TrainingSetup s = tiny_setup();
-  const ClusterSpec c = flat_cluster(1, 4);
+  ClusterSpec c = flat_cluster(1, 4);
+  c.device.memory_bandwidth = 1e15;  // GEMMs compute-bound (roofline off)
   const Layout l = make_layout(1, 2, 2, 1, 2, 1);  // T 8, tp 2, ep 2
   // qkv 2*8*12*8 = 1536, QK^T and PV 2 * (2 heads-batches * 2*4*4*4) = 512, W_o 2*8*8*4 = 512;
   // dense FFN: W1, W3 2 * 2*8*8*8 = 2048, W2 1024.
   const LayerCompute dense = layer_compute(m, s, l, c, false);
   EXPECT_DOUBLE_EQ(dense.forward.flops, 1536 + 512 + 512 + 2048 + 1024);
   EXPECT_DOUBLE_EQ(dense.forward.gemm_time, dense.forward.flops / 5e11);
-  // Element-wise: twice the layer's activations at 1e10 B/s.
-  EXPECT_DOUBLE_EQ(dense.forward.elementwise_time, 2 * 2496 / 1e10);
+  // Element-wise: twice the layer's activations at the bandwidth.
+  EXPECT_DOUBLE_EQ(dense.forward.elementwise_time, 2 * 2496 / 1e15);
   // MoE: router 2*8*4*8 = 512; 2 local experts with 8 rows each: W1, W3 4 * 1024, W2 2 * 1024.
   const LayerCompute moe = layer_compute(m, s, l, c, true);
   EXPECT_DOUBLE_EQ(moe.forward.flops, 2560 + 512 + 4096 + 2048);
@@ -456,12 +465,56 @@ TEST(Compute, ModelOptionFlopsByHand) {
   // qkv 2*8*(16/2)*8 = 1024, QK^T and PV 512, W_o 512, router 512; 2 local experts of 8 rows:
   // W1, W3 4 x 2*8*4*8 = 2048, W2 2 x 2*8*8*4 = 1024; shared on all 8 tokens: W1, W3 2 x 2*8*2*8
   // = 512, W2 2*8*8*2 = 256.
-  const LayerCompute moe = layer_compute(m, tiny_setup(), l, flat_cluster(1, 4), true);
+  ClusterSpec c = flat_cluster(1, 4);
+  c.device.memory_bandwidth = 1e15;  // GEMMs compute-bound (roofline off)
+  const LayerCompute moe = layer_compute(m, tiny_setup(), l, c, true);
   EXPECT_DOUBLE_EQ(moe.forward.flops, 1024 + 512 + 512 + 512 + 3072 + 768);
   EXPECT_DOUBLE_EQ(moe.expert_time, 3072 / 5e11);
   // One sequence of 4: attention 2*4*8*16 + 512 + 512 per layer, dense FFN 3072, router 256, top-2
   // experts 3072, shared 768, head 2048.
   EXPECT_DOUBLE_EQ(model_forward_flops_per_sequence(m, 4), 2 * 2048 + 3072 + 256 + 3072 + 768 + 2048);
+}
+
+// Megatron-LM before flash attention: the whole S x S square in the attention GEMMs, and the softmax
+// and dropout as passes over the stored probabilities; every kernel pays the device's fixed cost.
+TEST(Compute, SquareAttentionDropoutAndKernelOverhead) {
+  const ModelConfig m = tiny_moe();  // d 8, 2 heads of 4, f 16, S 4
+  TrainingSetup s = tiny_setup();    // fp32
+  ClusterSpec c = flat_cluster(1, 1);
+  c.device.memory_bandwidth = 1e15;  // GEMMs compute-bound
+  const Layout l = make_layout(1, 1, 1, 1, 2, 1);  // b 2, T 8
+  const LayerCompute blocks = layer_compute(m, s, l, c, false);
+  c.device.square_attention = true;
+  const LayerCompute square = layer_compute(m, s, l, c, false);
+  // The causal blocks of 64 already cover S = 4 whole: the same FLOPs, 2 x (b h) x 2 S S hd = 512.
+  EXPECT_DOUBLE_EQ(square.forward.flops, blocks.forward.flops);
+  const double probs = 2 * 2 * 4 * 4 * 4.0;  // [b, h, S, S] fp32
+  EXPECT_DOUBLE_EQ(square.forward.elementwise_time, blocks.forward.elementwise_time);  // softmax: 2 passes either way
+  EXPECT_DOUBLE_EQ(square.backward_elementwise_extra, (3 - 4) * probs / 1e15);      // its backward: 3, not 2 x 2
+  s.dropout = true;
+  const LayerCompute dropped = layer_compute(m, s, l, c, false);
+  // Attention dropout: 2 passes + a one-byte mask over the probabilities; hidden dropout: 2 masks of [T, d].
+  EXPECT_NEAR(dropped.forward.elementwise_time - square.forward.elementwise_time,
+              ((2 + 0.25) * probs + 2 * 8 * 8) / 1e15, 1e-24);
+  EXPECT_DOUBLE_EQ(dropped.backward_elementwise_extra, (4.25 + 1 - 2 * 4.25) * probs / 1e15);
+  EXPECT_EQ(square.forward.overhead_time, 0);
+  c.device.kernel_overhead = 1e-6;
+  // Unfused attention (QK^T, softmax, PV) + 7 others + dense FFN 4 = 14 kernels; dropout adds one.
+  EXPECT_DOUBLE_EQ(layer_compute(m, tiny_setup(), l, c, false).forward.overhead_time, 14e-6);
+  EXPECT_DOUBLE_EQ(layer_compute(m, s, l, c, false).forward.overhead_time, 15e-6);
+  c.device.fused_attention = true;
+  EXPECT_DOUBLE_EQ(layer_compute(m, tiny_setup(), l, c, false).forward.overhead_time, 12e-6);
+}
+
+TEST(Comm, ScalarAllReduceIsATreeAndStragglersGrowWithRanks) {
+  const ClusterSpec c = flat_cluster(8, 8);  // intra 1 us, inter 10 us per step
+  EXPECT_DOUBLE_EQ(scalar_all_reduce_seconds(c, 1), 0);
+  EXPECT_NEAR(scalar_all_reduce_seconds(c, 8), 2 * 3 * 1e-6, 1e-18);
+  EXPECT_NEAR(scalar_all_reduce_seconds(c, 64), 2 * (3 * 1e-5 + 3 * 1e-6), 1e-18);
+  EXPECT_DOUBLE_EQ(straggler_factor(0.01, 1), 1);
+  EXPECT_DOUBLE_EQ(straggler_factor(0, 4096), 1);
+  EXPECT_DOUBLE_EQ(straggler_factor(0.01, 3072), 1 + 0.01 * std::sqrt(2 * std::log(3072.0)));
+  EXPECT_GT(straggler_factor(0.01, 3072), straggler_factor(0.01, 32));
 }
 
 // ---- step time composition -------------------------------------------------------------------------
@@ -477,7 +530,8 @@ TEST(Step, SingleDeviceIsComputePlusOptimizer) {
   const PassCompute head = head_compute(ctx.model, ctx.setup, l, ctx.cluster);
   const double embed = 2 * 8 * 8 * 4 / 1e10;
   const double forward = dense.forward.time() + moe.forward.time() + head.time() + embed;
-  const double optimizer = 3016 * 28 / 1e10;  // AdamW over every parameter, fp32
+  // Gradient norm 4 + AdamW 28 + zeroing the gradients 4 bytes per parameter, fp32.
+  const double optimizer = 3016 * 36 / 1e10;
   EXPECT_NEAR(e.time.compute, 4 * 3 * forward, 1e-18);
   EXPECT_DOUBLE_EQ(e.time.communication(), 0);
   EXPECT_DOUBLE_EQ(e.time.bubble, 0);
@@ -494,6 +548,8 @@ TEST(Step, SingleDeviceIsComputePlusOptimizer) {
 TEST(Step, StageBreakdownAddsUpToTheStep) {
   const ModelPreset preset = model_preset("moe-120b");
   ClusterSpec cluster = flat_cluster(8, 8, 1e15);
+  cluster.device.kernel_overhead = 4e-6;
+  cluster.device.speed_variation = 0.01;
   PlanContext ctx{"moe-120b", preset.model, preset.setup, cluster};
   const LayerCompute moe_layer = layer_compute(ctx.model, ctx.setup, make_layout(8, 8, 1, 1, 1, 4), cluster, true);
   EXPECT_NEAR(moe_layer.gemms.sum(), moe_layer.forward.gemm_time, 1e-12 * moe_layer.forward.gemm_time);
@@ -511,7 +567,7 @@ TEST(Step, StageBreakdownAddsUpToTheStep) {
     ASSERT_EQ(static_cast<int>(stages.size()), l.pp);
     const StageTime& crit = stages[e.time.critical_stage];
     const double tol = 1e-9 * e.time.step;
-    EXPECT_NEAR(crit.gemms.sum() + crit.head_gemm + crit.memory_bound, e.time.compute, tol);
+    EXPECT_NEAR(crit.gemms.sum() + crit.head_gemm + crit.memory_bound + crit.kernel_overhead, e.time.compute, tol);
     EXPECT_NEAR(crit.recompute, e.time.recompute, tol);
     EXPECT_NEAR(crit.tp_exposed, e.time.tp_comm, tol);
     EXPECT_NEAR(crit.ep_exposed, e.time.ep_comm, tol);
@@ -531,7 +587,12 @@ TEST(Step, StageBreakdownAddsUpToTheStep) {
       gather = std::max(gather, s.param_gather);
       optimizer = std::max(optimizer, s.optimizer);
     }
-    EXPECT_NEAR(crit.busy + crit.idle + dp + gather + optimizer, e.time.step, tol);
+    EXPECT_GT(crit.step_sync, 0);  // the gradient-norm and loss all-reduces over 64 ranks
+    EXPECT_GT(crit.kernel_overhead, 0);
+    EXPECT_NEAR(crit.kernel_overhead, e.time.kernel_overhead, tol);
+    EXPECT_GT(crit.straggler, 0);
+    EXPECT_NEAR(crit.straggler, e.time.straggler, tol);
+    EXPECT_NEAR(crit.busy + crit.idle + crit.straggler + dp + gather + crit.step_sync + optimizer, e.time.step, tol);
   }
   // A chunked all-to-all hides part of itself behind the expert GEMMs.
   ctx.model.moe.a2a_chunks = 4;

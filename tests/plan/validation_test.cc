@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "plan/plan_report.h"
 #include "plan/published_runs.h"
 
 namespace moe4d {
@@ -56,6 +57,19 @@ std::string markdown(const std::vector<ValidationRow>& rows) {
   out += fmt::format("\nStep time |error|: median {:.1f}%, max {:.1f}% over {} runs.\n", 100 * median,
                      100 * errors.back(), errors.size());
   return out;
+}
+
+// MOE4D_PLAN_VALIDATION_EXPLAIN=1 prints every run's full breakdown (format_explain), to see which
+// parts a change moved.
+TEST(Validation, ExplainOnRequest) {
+  if (!std::getenv("MOE4D_PLAN_VALIDATION_EXPLAIN")) GTEST_SKIP() << "set MOE4D_PLAN_VALIDATION_EXPLAIN=1";
+  for (const PublishedRun& run : published_runs()) {
+    const ValidationRow row = validate_run(run);
+    const PlanContext ctx = run_context(run);
+    LayoutEvaluator evaluator(ctx);
+    std::printf("=== %s: published %.3f s, predicted %.3f s (%+.1f%%)\n%s\n", run.name.c_str(), row.published_step,
+                row.predicted_step, 100 * row.error(), format_explain(ctx, evaluator.evaluate(row.layout)).c_str());
+  }
 }
 
 TEST(Validation, PredictionsMatchTheTable) {
