@@ -189,9 +189,11 @@ TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place, std
   double optimizer = 0;
   // The optimizer step per parameter of the shard a device owns, at memory bandwidth: the gradient
   // norm for clipping reads the fp32 gradients (4); AdamW reads weight, gradient, m, v and writes
-  // weight, m, v (28); mixed precision writes the 16-bit copy (2), fp16 first unscales the gradients
-  // and checks them for inf/nan (read + write, 8); the gradient buffer is zeroed for the next step (4).
-  const double optimizer_bytes = 4 + 28 + 4 + (setup.mixed() ? 2 : 0) + (setup.precision == Precision::kFP16 ? 8 : 0);
+  // weight, m, v (28); mixed precision writes the 16-bit copy (2); fp16 (Megatron's fp16 optimizer)
+  // first copies the 16-bit gradients into the fp32 ones (read 2, write 4), unscales them and checks
+  // them for inf/nan (read + write, 8); the gradient buffer is zeroed for the next step (4).
+  const double optimizer_bytes =
+      4 + 28 + 4 + (setup.mixed() ? 2 : 0) + (setup.precision == Precision::kFP16 ? 6 + 8 : 0);
   for (int s = 0; s < l.pp; ++s) {
     const StageParams& sp = stage_params_[s];
     const int n_dense = sp.layers - sp.moe_layers;

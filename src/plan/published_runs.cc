@@ -82,12 +82,18 @@ PlanContext run_context(const PublishedRun& run) {
   ctx.cluster = cluster_with_devices(cluster_preset(run.cluster), run.devices);
   // How Megatron-LM ran in 2021 (before flash attention, Dao et al. 2022): core attention as batched
   // GEMMs over the whole S x S square with the probabilities stored (FusedScaleMaskSoftmax), attention
-  // and hidden dropout 0.1 (GPT-3's recipe, Megatron's default), and the data-parallel gradient
-  // all-reduce after the last micro-batch's backward (its local DDP; overlapping it came in 2023).
-  ctx.cluster.device.fused_attention = !run.legacy_megatron && ctx.cluster.device.fused_attention;
-  ctx.cluster.device.square_attention = run.legacy_megatron;
-  ctx.setup.dropout = run.legacy_megatron;
-  ctx.setup.overlap_grad_reduce = !run.legacy_megatron;
+  // and hidden dropout 0.1 (GPT-3's recipe, Megatron's default), the data-parallel gradient all-reduce
+  // after the last micro-batch's backward (its local DDP; overlapping it came in 2023), and fp16 mixed
+  // precision whose gradients are all-reduced in fp16 (Megatron accumulates and reduces them in fp32
+  // only with --accumulate-allreduce-grads-in-fp32, which it forces for bf16 alone).
+  if (run.legacy_megatron) {
+    ctx.cluster.device.fused_attention = false;
+    ctx.cluster.device.square_attention = true;
+    ctx.setup.dropout = true;
+    ctx.setup.overlap_grad_reduce = false;
+    ctx.setup.precision = Precision::kFP16;
+    ctx.setup.grad_compression = GradCompression::kFP16;
+  }
   return ctx;
 }
 

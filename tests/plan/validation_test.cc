@@ -4,7 +4,8 @@
 // tests/plan/data/validation_table.tsv holds each run's prediction as last regenerated, and
 // docs/planner.md the table made from it. A change to the planner that moves any prediction by more
 // than 2% fails here until scripts/plan_validation.sh regenerates both (the script runs this test
-// with MOE4D_PLAN_VALIDATION_WRITE=1, which writes the files instead of checking them).
+// with MOE4D_PLAN_VALIDATION_WRITE=1, which writes the files instead of checking them). A second test
+// holds the table's step-time errors to what the planner achieves.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -70,6 +71,23 @@ TEST(Validation, ExplainOnRequest) {
     std::printf("=== %s: published %.3f s, predicted %.3f s (%+.1f%%)\n%s\n", run.name.c_str(), row.published_step,
                 row.predicted_step, 100 * row.error(), format_explain(ctx, evaluator.evaluate(row.layout)).c_str());
   }
+}
+
+// What the planner achieves on the table today, held so that it cannot get worse unnoticed: step-time
+// |error| median <= 10% and max <= 12.5% (measured 9.7% and 12.1%; issue 25's target is 5% and 10%).
+// Tighten these when a change improves the table; never loosen them to admit a change.
+TEST(Validation, StepTimeErrorBounds) {
+  std::vector<double> errors;
+  for (const PublishedRun& run : published_runs()) {
+    const ValidationRow row = validate_run(run);
+    EXPECT_TRUE(row.fits) << run.name << ": the published layout does not fit";
+    errors.push_back(std::abs(row.error()));
+  }
+  std::sort(errors.begin(), errors.end());
+  const size_t n = errors.size();
+  const double median = n % 2 ? errors[n / 2] : (errors[n / 2 - 1] + errors[n / 2]) / 2;
+  EXPECT_LE(median, 0.10);
+  EXPECT_LE(errors.back(), 0.125);
 }
 
 TEST(Validation, PredictionsMatchTheTable) {
