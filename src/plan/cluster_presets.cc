@@ -54,7 +54,7 @@ ClusterSpec atlas_800t_a2() {
 }
 
 ClusterSpec dgx(const std::string& name, const std::string& description, const std::string& gpu, double memory_gib,
-                double tf32_tflops, double bf16_tflops, double hbm_gbps, double nvswitch_gbps, double nic_gbps) {
+                double tf32_tflops, double bf16_tflops, double hbm_gbps, double nvswitch_gbps, double nic_gbps, int sms) {
   ClusterSpec c;
   c.name = name;
   c.description = description;
@@ -69,6 +69,7 @@ ClusterSpec dgx(const std::string& name, const std::string& description, const s
   c.device.fused_attention = true;  // Megatron-LM's default attention on these GPUs (Transformer Engine / cuDNN)
   c.device.kernel_overhead = kKernelOverhead;
   c.device.speed_variation = kSpeedVariation;
+  c.device.compute_units = sms;  // A100 108 SMs, H100 / H200 SXM 132 (NVIDIA's architecture whitepapers)
   c.intra = {LinkKind::kSwitch, nvswitch_gbps * kGB, 3 * kUs};
   c.inter = {nic_gbps * kGB, 8 * kUs};
   return c;
@@ -88,13 +89,13 @@ ClusterSpec cluster_preset(const std::string& name) {
   if (name == "atlas-800t-a2") return atlas_800t_a2();
   if (name == "dgx-a100")
     return dgx(name, "DGX A100: 8 x A100 80GB, NVSwitch (NVLink3), 8 x HDR 200 Gb/s", "A100-SXM4-80GB", 80, 156, 312,
-               2039, 240, 25);
+               2039, 240, 25, 108);
   if (name == "dgx-h100")
     return dgx(name, "DGX H100: 8 x H100 80GB, NVSwitch (NVLink4), 8 x NDR 400 Gb/s", "H100-SXM5-80GB", 80, 494, 989,
-               3350, 370, 50);
+               3350, 370, 50, 132);
   if (name == "dgx-h200")
     return dgx(name, "DGX H200: 8 x H200 141GB, NVSwitch (NVLink4), 8 x NDR 400 Gb/s", "H200-SXM5-141GB", 140, 494,
-               989, 4800, 370, 50);
+               989, 4800, 370, 50, 132);
   fail("unknown cluster preset '{}', expected a cluster YAML file or one of: {}", name,
        fmt::join(cluster_preset_names(), ", "));
 }

@@ -56,6 +56,7 @@ void ClusterSpec::validate(const std::string& source) const {
   if (device.memory_bytes <= 0) fail("{}: device.memory_gib must be positive", source);
   if (device.memory_bandwidth <= 0) fail("{}: device.memory_bandwidth_gbps must be positive", source);
   if (device.kernel_overhead < 0) fail("{}: device.kernel_overhead_us must be >= 0", source);
+  if (device.compute_units < 0) fail("{}: device.compute_units must be >= 0, got {}", source, device.compute_units);
   if (device.speed_variation < 0 || device.speed_variation >= 1)
     fail("{}: device.speed_variation must be in [0, 1), got {}", source, device.speed_variation);
   for (int p = 0; p < kNumPrecisions; ++p) {

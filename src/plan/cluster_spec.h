@@ -74,6 +74,10 @@ struct DeviceSpec {
   // management, manufacturing): a synchronous step runs at its slowest device's pace, the expected
   // maximum of N such devices being 1 + sigma sqrt(2 ln N) times the mean (LayoutEvaluator).
   double speed_variation = 0;
+  // Streaming multiprocessors (GPU) the GEMM kernels spread their output tiles over; 0: not modelled
+  // (moe4d bench's measured curve already holds the CPU's). A GEMM of T output tiles runs in
+  // ceil(T / units) waves, the last one partly idle (plan/compute_model.h).
+  int compute_units = 0;
   // Efficiency curve per precision, sorted by size; an empty curve uses default_gemm_efficiency().
   std::array<std::vector<EfficiencyPoint>, kNumPrecisions> gemm_efficiency;
 };

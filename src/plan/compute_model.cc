@@ -3,17 +3,30 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "plan/memory_model.h"
 #include "plan/param_count.h"
 
 namespace moe4d {
 
+double wave_utilisation(int units, double m, double n, double count) {
+  if (units <= 0) return 1;
+  double best = 0;
+  for (const auto& [rows, cols] : {std::pair{kTileRows, kTileCols}, std::pair{kTileCols, kTileRows}}) {
+    const double tiles = count * std::ceil(m / rows) * std::ceil(n / cols);
+    if (tiles < units) return 1;  // under one wave: the efficiency curve's small sizes
+    best = std::max(best, tiles / (std::ceil(tiles / units) * units));
+  }
+  return best;
+}
+
 double gemm_compute_seconds(const ClusterSpec& cluster, Precision precision, double m, double n, double k,
                             double count) {
   if (m <= 0 || n <= 0 || k <= 0 || count <= 0) return 0;
   const double size = std::cbrt(m * n * k);
-  return count * 2 * m * n * k / (cluster.peak_flops(precision) * cluster.gemm_efficiency(size, precision));
+  const double efficiency = cluster.gemm_efficiency(size, precision) * wave_utilisation(cluster.device.compute_units, m, n, count);
+  return count * 2 * m * n * k / (cluster.peak_flops(precision) * efficiency);
 }
 
 double gemm_seconds(const ClusterSpec& cluster, Precision precision, double m, double n, double k, double count) {

@@ -26,6 +26,16 @@ namespace moe4d {
 // Query rows per block of the causal attention GEMMs (kernels/attention.cc kBlock).
 inline constexpr double kCausalBlock = 64;
 
+// Output tile of a large GEMM kernel on a GPU (cuBLAS / CUTLASS 256 x 128 thread-block tiles, NVIDIA's
+// "Matrix Multiplication Background User's Guide"): the tiles spread over the SMs in waves.
+inline constexpr double kTileRows = 256;
+inline constexpr double kTileCols = 128;
+
+// Share of the SM-time that `count` GEMMs with [m, n] outputs keep busy: T tiles run in ceil(T / units)
+// waves, the last one partly idle (wave quantisation), the better of the two tile orientations. 1 when
+// units is 0 or the GEMMs do not fill one wave (the efficiency curve's small sizes hold that).
+double wave_utilisation(int units, double m, double n, double count);
+
 // Seconds for `count` GEMMs [m,k] x [k,n]: the FLOPs at peak x efficiency, never less than moving A,
 // B and C once at the memory bandwidth (roofline).
 double gemm_seconds(const ClusterSpec& cluster, Precision precision, double m, double n, double k, double count = 1);

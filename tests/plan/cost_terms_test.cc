@@ -27,6 +27,20 @@ TEST(CostTerms, GemmRoofline) {
   EXPECT_DOUBLE_EQ(gemm_compute_seconds(c, Precision::kFP32, 100, 100, 100, 2), 2 * 2e6 / 5e11);
 }
 
+// Wave quantisation: 108 SMs, 256 x 128 tiles. [2048, 9600]: 8 x 75 = 600 tiles (or 16 x 38 = 608 the
+// other way round) run in 6 waves of 108: 608 / 648 busy. Whole waves and GEMMs under one wave lose nothing.
+TEST(CostTerms, WaveQuantisation) {
+  EXPECT_DOUBLE_EQ(wave_utilisation(108, 2048, 9600, 1), 608.0 / 648);
+  EXPECT_DOUBLE_EQ(wave_utilisation(108, 256 * 108, 128, 1), 1);
+  EXPECT_DOUBLE_EQ(wave_utilisation(108, 256, 128, 100), 1);  // 100 tiles: under one wave
+  EXPECT_DOUBLE_EQ(wave_utilisation(0, 2048, 9600, 1), 1);    // not modelled
+  ClusterSpec c = flat_cluster(1, 1);
+  c.device.memory_bandwidth = 1e15;
+  const double whole = gemm_seconds(c, Precision::kBF16, 2048, 9600, 4096);
+  c.device.compute_units = 108;
+  EXPECT_DOUBLE_EQ(gemm_seconds(c, Precision::kBF16, 2048, 9600, 4096), whole * 648 / 608);
+}
+
 // Megatron-LM before flash attention: the whole S x S square in the attention GEMMs, and the softmax
 // and dropout as passes over the stored probabilities; every kernel pays the device's fixed cost.
 TEST(CostTerms, SquareAttentionDropoutAndKernelOverhead) {
