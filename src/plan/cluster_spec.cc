@@ -55,6 +55,10 @@ void ClusterSpec::validate(const std::string& source) const {
   if (devices_per_node <= 0) fail("{}: devices_per_node must be a positive integer, got {}", source, devices_per_node);
   if (device.memory_bytes <= 0) fail("{}: device.memory_gib must be positive", source);
   if (device.memory_bandwidth <= 0) fail("{}: device.memory_bandwidth_gbps must be positive", source);
+  if (device.kernel_overhead < 0) fail("{}: device.kernel_overhead_us must be >= 0", source);
+  if (device.compute_units < 0) fail("{}: device.compute_units must be >= 0, got {}", source, device.compute_units);
+  if (device.speed_variation < 0 || device.speed_variation >= 1)
+    fail("{}: device.speed_variation must be in [0, 1), got {}", source, device.speed_variation);
   for (int p = 0; p < kNumPrecisions; ++p) {
     const char* name = precision_name(static_cast<Precision>(p));
     // fp32 is required; a 16-bit precision the device cannot run has peak 0 (and no curve).

@@ -60,6 +60,24 @@ struct DeviceSpec {
   // softmax statistics, [b, h/t, S] fp32), and the backward recomputes QK^T. false for moe4d's own CPU
   // runtime, which keeps the probabilities (what `moe4d bench` describes).
   bool fused_attention = false;
+  // Without fused attention: the stack computes QK^T and PV over the whole S x S square (batched
+  // GEMMs, the masked half computed and then masked) and runs the softmax as its own kernel over the
+  // stored scores, as Megatron-LM did before flash attention (2019-22: baddbmm, FusedScaleMaskSoftmax,
+  // bmm). false: moe4d's own runtime, which skips the masked blocks (kernels/attention.cc). Not a
+  // cluster-file key: the validation runs of that era set it (plan/published_runs.h).
+  bool square_attention = false;
+  // Fixed cost of one kernel (launch, ramp-up and drain, the dependent next kernel's start), paid by
+  // every kernel of a layer on top of its own FLOP or byte time (plan/compute_model.h counts the
+  // kernels). 0 for moe4d's CPU runtime, whose per-call costs are inside bench's measured curves.
+  double kernel_overhead = 0;  // seconds
+  // Relative standard deviation of the speed of devices of this model across a cluster (power
+  // management, manufacturing): a synchronous step runs at its slowest device's pace, the expected
+  // maximum of N such devices being 1 + sigma sqrt(2 ln N) times the mean (LayoutEvaluator).
+  double speed_variation = 0;
+  // Streaming multiprocessors (GPU) the GEMM kernels spread their output tiles over; 0: not modelled
+  // (moe4d bench's measured curve already holds the CPU's). A GEMM of T output tiles runs in
+  // ceil(T / units) waves, the last one partly idle (plan/compute_model.h).
+  int compute_units = 0;
   // Efficiency curve per precision, sorted by size; an empty curve uses default_gemm_efficiency().
   std::array<std::vector<EfficiencyPoint>, kNumPrecisions> gemm_efficiency;
 };

@@ -63,6 +63,9 @@ ClusterSpec parse_cluster_yaml(const std::string& yaml_text, const std::string& 
   c.device.memory_bytes = device.number("memory_gib") * kGiB;
   c.device.memory_bandwidth = device.number("memory_bandwidth_gbps") * kGB;
   if (device.has("fused_attention")) c.device.fused_attention = device.boolean("fused_attention");
+  c.device.kernel_overhead = device.number_or("kernel_overhead_us", 0) * 1e-6;
+  c.device.speed_variation = device.number_or("speed_variation", 0);
+  c.device.compute_units = static_cast<int>(device.number_or("compute_units", 0));
   YamlMap peak = device.map("peak_tflops");
   // fp32 is required; bf16 / fp16 are absent on a machine without a 16-bit GEMM (moe4d bench omits them).
   c.device.peak_flops[0] = peak.number(precision_name(Precision::kFP32)) * kTFLOPS;
@@ -140,6 +143,9 @@ std::string cluster_to_yaml(const ClusterSpec& c) {
   out << YAML::Key << "memory_gib" << YAML::Value << num(c.device.memory_bytes / kGiB);
   out << YAML::Key << "memory_bandwidth_gbps" << YAML::Value << num(c.device.memory_bandwidth / kGB);
   if (c.device.fused_attention) out << YAML::Key << "fused_attention" << YAML::Value << true;
+  if (c.device.kernel_overhead > 0) out << YAML::Key << "kernel_overhead_us" << YAML::Value << num(c.device.kernel_overhead * 1e6);
+  if (c.device.speed_variation > 0) out << YAML::Key << "speed_variation" << YAML::Value << num(c.device.speed_variation);
+  if (c.device.compute_units > 0) out << YAML::Key << "compute_units" << YAML::Value << c.device.compute_units;
   out << YAML::Key << "peak_tflops" << YAML::Value << YAML::Flow << YAML::BeginMap;
   for (int p = 0; p < kNumPrecisions; ++p)
     if (p == 0 || c.device.peak_flops[p] > 0)

@@ -13,6 +13,9 @@
 //     memory_gib: 11
 //     memory_bandwidth_gbps: 20             # GB/s = 1e9 bytes/s
 //     fused_attention: true                 # optional, default false: the stack runs flash attention
+//     kernel_overhead_us: 4                 # optional, default 0: fixed cost per kernel
+//     speed_variation: 0.01                 # optional, default 0: relative sd of device speed
+//     compute_units: 108                    # optional, default 0: SMs the GEMM tiles fill in waves
 //     peak_tflops: {fp32: 0.1, bf16: 0.2, fp16: 0.2}   # bf16 / fp16 optional: absent = no such GEMM
 //     gemm_efficiency:                      # optional per precision: [size, efficiency] pairs,
 //       fp32: [[64, 0.3], [512, 0.8]]       # size = cbrt(M*N*K), increasing

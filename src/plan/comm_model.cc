@@ -2,6 +2,7 @@
 #include "plan/comm_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace moe4d {
@@ -22,6 +23,18 @@ double all_to_all_seconds(int n, double bytes, double latency, double bandwidth)
 }
 
 double send_recv_seconds(double bytes, double latency, double bandwidth) { return latency + bytes / bandwidth; }
+
+double scalar_all_reduce_seconds(const ClusterSpec& c, int ranks) {
+  if (ranks <= 1) return 0;
+  const int per_node = std::min(ranks, c.devices_per_node);
+  const int nodes = (ranks + per_node - 1) / per_node;
+  return 2 * (std::ceil(std::log2(nodes)) * c.inter.latency + std::ceil(std::log2(per_node)) * c.intra.latency);
+}
+
+double straggler_factor(double sigma, int ranks) {
+  if (sigma <= 0 || ranks <= 1) return 1;
+  return 1 + sigma * std::sqrt(2 * std::log(static_cast<double>(ranks)));
+}
 
 double intra_node_bandwidth(const ClusterSpec& cluster, int n) {
   if (cluster.intra.kind == LinkKind::kFullMesh) return cluster.intra.bandwidth * std::max(1, n - 1);

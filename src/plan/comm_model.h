@@ -42,6 +42,14 @@ double intra_node_bandwidth(const ClusterSpec& cluster, int n);
 // nccl-tests bus factor: bytes on the wire per device per byte of buffer.
 double bus_factor(Collective collective, int n);
 
+// A latency-bound all-reduce of a few bytes over `ranks` ranks packed on nodes (the gradient norm,
+// the loss): NCCL runs it as a tree (LL protocol), 2 ceil(log2 nodes) inter-node steps plus
+// 2 ceil(log2 per_node) intra-node steps.
+double scalar_all_reduce_seconds(const ClusterSpec& cluster, int ranks);
+
+// Expected slowest of `ranks` devices whose speeds vary with relative sd `sigma`: 1 + sigma sqrt(2 ln N).
+double straggler_factor(double sigma, int ranks);
+
 // Time of `collective` over `group` moving `bytes`; 0 for a group of one rank.
 double collective_seconds(const ClusterSpec& cluster, Collective collective, const GroupSpan& group, double bytes);
 

@@ -3,16 +3,38 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "plan/memory_model.h"
 #include "plan/param_count.h"
 
 namespace moe4d {
 
-double gemm_seconds(const ClusterSpec& cluster, Precision precision, double m, double n, double k, double count) {
+double wave_utilisation(int units, double m, double n, double count) {
+  if (units <= 0) return 1;
+  double best = 0;
+  for (const auto& [rows, cols] : {std::pair{kTileRows, kTileCols}, std::pair{kTileCols, kTileRows}}) {
+    const double tiles = count * std::ceil(m / rows) * std::ceil(n / cols);
+    if (tiles < units) return 1;  // under one wave: the efficiency curve's small sizes
+    best = std::max(best, tiles / (std::ceil(tiles / units) * units));
+  }
+  return best;
+}
+
+double gemm_compute_seconds(const ClusterSpec& cluster, Precision precision, double m, double n, double k,
+                            double count) {
   if (m <= 0 || n <= 0 || k <= 0 || count <= 0) return 0;
   const double size = std::cbrt(m * n * k);
-  return count * 2 * m * n * k / (cluster.peak_flops(precision) * cluster.gemm_efficiency(size, precision));
+  const double efficiency = cluster.gemm_efficiency(size, precision) * wave_utilisation(cluster.device.compute_units, m, n, count);
+  return count * 2 * m * n * k / (cluster.peak_flops(precision) * efficiency);
+}
+
+double gemm_seconds(const ClusterSpec& cluster, Precision precision, double m, double n, double k, double count) {
+  if (m <= 0 || n <= 0 || k <= 0 || count <= 0) return 0;
+  // Roofline: a GEMM cannot run faster than it reads A and B and writes C once.
+  const double element = precision == Precision::kFP32 ? 4 : 2;
+  const double traffic = (m * k + k * n + m * n) * element / cluster.device.memory_bandwidth;
+  return std::max(gemm_compute_seconds(cluster, precision, m, n, k, count), count * traffic);
 }
 
 LayerCompute layer_compute(const ModelConfig& model, const TrainingSetup& setup, const Layout& layout,
@@ -30,19 +52,28 @@ LayerCompute layer_compute(const ModelConfig& model, const TrainingSetup& setup,
   const double hd = model.head_dim();
   LayerCompute out;
   PassCompute& fw = out.forward;
-  auto add = [&](double m, double n, double k, double count) {
+  // on_chip: the blocks of an attention kernel whose operands stay in on-chip memory or cache (flash
+  // attention; the runtime's 64-row blocks) have no roofline of their own.
+  auto add = [&](double m, double n, double k, double count, bool on_chip = false) {
     fw.flops += count * 2 * m * n * k;
-    const double seconds = gemm_seconds(cluster, p, m, n, k, count);
+    const double seconds = on_chip ? gemm_compute_seconds(cluster, p, m, n, k, count) : gemm_seconds(cluster, p, m, n, k, count);
     fw.gemm_time += seconds;
     return seconds;
   };
   GemmClasses& g = out.gemms;
+  const bool fused = cluster.device.fused_attention;
+  const bool square = !fused && cluster.device.square_attention;
   g.qkv = add(tokens, model.qkv_width() / t, d, 1);               // qkv (grouped-query: h + 2 kvh heads)
-  // Causal attention per (sequence, head) in query blocks: block [r0, r1) only meets keys [0, r1).
-  for (double r0 = 0; r0 < s; r0 += kCausalBlock) {
-    const double r1 = std::min(s, r0 + kCausalBlock);
-    g.attention += add(r1 - r0, r1, hd, b * heads);                // q k^T
-    g.attention += add(r1 - r0, hd, r1, b * heads);                // probs v
+  if (square) {
+    // The whole S x S square per (sequence, head), the masked half included (batched GEMMs).
+    g.attention = add(s, s, hd, b * heads) + add(s, hd, s, b * heads);
+  } else {
+    // Causal attention per (sequence, head) in query blocks: block [r0, r1) only meets keys [0, r1).
+    for (double r0 = 0; r0 < s; r0 += kCausalBlock) {
+      const double r1 = std::min(s, r0 + kCausalBlock);
+      g.attention += add(r1 - r0, r1, hd, b * heads, true);        // q k^T
+      g.attention += add(r1 - r0, hd, r1, b * heads, true);        // probs v
+    }
   }
   out.attention_scores_time = g.attention;
   g.output = add(tokens, d, d / t, 1);                            // W_o
@@ -59,13 +90,35 @@ LayerCompute layer_compute(const ModelConfig& model, const TrainingSetup& setup,
     g.ffn = add(tokens, f / t, d, 2)                               // W1, W3
             + add(tokens, d, f / t, 1);                            // W2
   }
-  const LayerActivations act = layer_activations(model, setup, layout, moe_layer, cluster.device.fused_attention);
+  const LayerActivations act = layer_activations(model, setup, layout, moe_layer, fused);
   // Fused attention's backward rebuilds the probabilities: QK^T (half of the forward attention GEMMs) again.
-  if (cluster.device.fused_attention) out.backward_extra = g.attention / 2;
+  if (fused) out.backward_extra = g.attention / 2;
   const double bandwidth = cluster.device.memory_bandwidth;
-  fw.elementwise_time = 2 * act.full / bandwidth;
-  out.attention_scores_time += 2 * act.probs / bandwidth;
+  const double a = setup.compute_bytes();
+  const double shard = layout.sequence_parallel ? t : 1;
+  // Passes over the stored probabilities: the softmax reads the scores and writes them (2); dropout
+  // reads them, writes them and a one-byte mask (2 + 1/a). On a square-attention stack the backward is
+  // counted as it runs — the softmax's reads the probabilities and their gradient and writes one (3),
+  // dropout's reads the gradient and the mask and writes one (2 + 1/a) — rather than as twice the
+  // forward (moe4d's runtime keeps the 2 x rule its calibration was measured with).
+  const double score_passes = 2 + (setup.dropout ? 2 + 1 / a : 0);
+  double elementwise = 2 * (act.full - act.probs) + score_passes * act.probs;
+  // Hidden dropout after W_o and W2 writes a one-byte mask of [T, d] (sequence shard under SP) each.
+  if (setup.dropout) elementwise += 2 * tokens * d / shard;
+  fw.elementwise_time = elementwise / bandwidth;
+  if (square) out.backward_elementwise_extra = (score_passes + 1 - 2 * score_passes) * act.probs / bandwidth;
+  out.attention_scores_time += score_passes * act.probs / bandwidth;
   out.gated_time = 2 * act.gated / bandwidth;
+  // Kernels of one forward (backward: two per forward kernel, the 2 x rule): norm, qkv, RoPE, the
+  // attention core, W_o, residual add, norm, the FFN or the MoE block, residual add.
+  double kernels = 7 + (fused ? 1 : 3 + (setup.dropout ? 1 : 0));
+  if (moe_layer) {
+    // Router GEMM, softmax, top-k, permute, grouped W1/W3, activation, grouped W2, unpermute, shared experts.
+    kernels += 8 + (fs > 0 ? 4 : 0);
+  } else {
+    kernels += 4;  // W1 (with W3), activation, W2 and its bias
+  }
+  fw.overhead_time = kernels * cluster.device.kernel_overhead;
   return out;
 }
 
@@ -79,6 +132,8 @@ PassCompute head_compute(const ModelConfig& model, const TrainingSetup& setup, c
   out.gemm_time = gemm_seconds(cluster, setup.precision, tokens, vocab, d);
   // Norm in/out, then softmax over the fp32 logits (read twice, written once).
   out.elementwise_time = (2 * tokens * d * setup.compute_bytes() + 3 * tokens * vocab * 4) / cluster.device.memory_bandwidth;
+  // Final norm, the GEMM, the vocabulary-parallel cross-entropy (max, exp-sum, target logit, loss, mean).
+  out.overhead_time = 7 * cluster.device.kernel_overhead;
   return out;
 }
 

@@ -173,12 +173,13 @@ TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place, std
   };
 
   struct StageTerms {
-    double compute = 0, recompute = 0, tp = 0, ep = 0, pp = 0, zero = 0, backward = 0;
+    double compute = 0, recompute = 0, tp = 0, ep = 0, pp = 0, zero = 0, backward = 0, overhead = 0;
     double ep_total = 0, zero_total = 0;
   };
   StageTerms crit_terms;
   double crit_time = -1;
   stage_time_.resize(l.pp);
+  stage_compute_.resize(l.pp);
   const int z = l.zero_stage;
   const double grad_bytes = setup.grad_reduce_bytes();
   TimeBreakdown out;
@@ -186,6 +187,13 @@ TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place, std
   double dp_exposed = 0;
   double zero_after_step = 0;
   double optimizer = 0;
+  // The optimizer step per parameter of the shard a device owns, at memory bandwidth: the gradient
+  // norm for clipping reads the fp32 gradients (4); AdamW reads weight, gradient, m, v and writes
+  // weight, m, v (28); mixed precision writes the 16-bit copy (2); fp16 (Megatron's fp16 optimizer)
+  // first copies the 16-bit gradients into the fp32 ones (read 2, write 4), unscales them and checks
+  // them for inf/nan (read + write, 8); the gradient buffer is zeroed for the next step (4).
+  const double optimizer_bytes =
+      4 + 28 + 4 + (setup.mixed() ? 2 : 0) + (setup.precision == Precision::kFP16 ? 6 + 8 : 0);
   for (int s = 0; s < l.pp; ++s) {
     const StageParams& sp = stage_params_[s];
     const int n_dense = sp.layers - sp.moe_layers;
@@ -194,7 +202,10 @@ TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place, std
     const double fwd_compute = n_dense * dense.forward.time() + n_moe * moe.forward.time() +
                                (sp.has_head ? head.time() : 0) +
                                (sp.has_embedding ? 2 * tokens * d * a / c.device.memory_bandwidth : 0);
-    st.compute = 3 * fwd_compute + n_dense * dense.backward_extra + n_moe * moe.backward_extra;
+    st.compute = 3 * fwd_compute + n_dense * (dense.backward_extra + dense.backward_elementwise_extra) +
+                 n_moe * (moe.backward_extra + moe.backward_elementwise_extra);
+    st.overhead = 3 * (n_dense * dense.forward.overhead_time + n_moe * moe.forward.overhead_time +
+                       (sp.has_head ? head.overhead_time : 0));
     st.recompute = n_dense * recompute_compute(dense) + n_moe * recompute_compute(moe);
     const int layers = sp.layers;
     double tp = 4 * layers * tp_ar;  // two all-reduces forward, two backward per layer
@@ -246,11 +257,11 @@ TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place, std
                                                       setup.overlap_grad_reduce));
     out.dp_comm_total = std::max(out.dp_comm_total, stage_dp);
     zero_after_step = std::max(zero_after_step, stage_ag);
-    // AdamW: read param, grad, m, v; write param, m, v (+ the 16-bit copy): over the shard it owns.
     const double opt_params = z >= 1 ? dense_params / (l.dp * l.ep) + expert_params / l.dp : dense_params + expert_params;
-    optimizer = std::max(optimizer, opt_params * (setup.mixed() ? 30 : 28) / c.device.memory_bandwidth);
+    optimizer = std::max(optimizer, opt_params * optimizer_bytes / c.device.memory_bandwidth);
 
     stage_time_[s] = st.compute + st.recompute + st.tp + st.ep + st.pp + st.zero;
+    stage_compute_[s] = st.compute + st.recompute;
     if (detail) {
       const double mbs = l.micro_batch_num;
       StageTime row;
@@ -269,7 +280,8 @@ TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place, std
       row.gemms.experts = scaled(dense.gemms.experts, moe.gemms.experts);
       row.gemms.shared_experts = scaled(dense.gemms.shared_experts, moe.gemms.shared_experts);
       row.head_gemm = sp.has_head ? 3 * mbs * head.gemm_time : 0;
-      row.memory_bound = mbs * st.compute - row.gemms.sum() - row.head_gemm;
+      row.kernel_overhead = mbs * st.overhead;
+      row.memory_bound = mbs * st.compute - row.gemms.sum() - row.head_gemm - row.kernel_overhead;
       row.recompute = mbs * st.recompute;
       row.tp_exposed = mbs * st.tp;
       row.ep_exposed = mbs * st.ep;
@@ -282,7 +294,7 @@ TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place, std
       row.dp_exposed = dp;
       row.dp_hidden = stage_dp - dp;
       row.param_gather = stage_ag;
-      row.optimizer = opt_params * (setup.mixed() ? 30 : 28) / c.device.memory_bandwidth;
+      row.optimizer = opt_params * optimizer_bytes / c.device.memory_bandwidth;
       detail->push_back(row);
     }
     if (stage_time_[s] > crit_time) {
@@ -291,8 +303,32 @@ TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place, std
     }
   }
   const PipelineTime pipe = pipeline_time(l.schedule, l.micro_batch_num, l.virtual_stages, stage_time_.data(), l.pp);
+  // Stragglers: every device's compute runs at its own speed and the step is synchronous (each
+  // micro-batch waits for its TP group and its neighbour stages, the step for the data-parallel
+  // reduction), so the pipeline runs at the slowest device's pace: the expected maximum of N speeds
+  // with relative standard deviation sigma, 1 + sigma sqrt(2 ln N) (the Gaussian extreme-value bound).
+  const double slow = straggler_factor(c.device.speed_variation, l.world());
+  double straggler = 0;
+  if (slow > 1) {
+    std::vector<double>& slowed = slowed_time_;
+    slowed.assign(stage_time_.begin(), stage_time_.end());
+    for (int s = 0; s < l.pp; ++s) slowed[s] += (slow - 1) * stage_compute_[s];
+    straggler = pipeline_time(l.schedule, l.micro_batch_num, l.virtual_stages, slowed.data(), l.pp).total - pipe.total;
+  }
+  // Per step, after the pipeline: the tied embedding's gradient all-reduce between the first and last
+  // stage (Megatron's embedding group, fp32 [V/t, d]), and the scalar all-reduces of the step (the
+  // gradient norm for clipping over every rank, the loss average over the data replicas).
+  double step_sync = 2 * scalar_all_reduce_seconds(c, l.world());
+  if (l.pp > 1 && m.tie_embeddings) {
+    const GroupSpan ends{2, place.pp_hop.nodes, 1};
+    step_sync += collective_seconds(c, Collective::kAllReduce, ends, m.vocab_size / double(l.tp) * d * grad_bytes);
+  }
   if (detail)
-    for (StageTime& row : *detail) row.idle = std::max(0.0, pipe.total - row.busy);
+    for (StageTime& row : *detail) {
+      row.idle = std::max(0.0, pipe.total - row.busy);
+      row.straggler = straggler;
+      row.step_sync = step_sync;
+    }
   const double mb = l.micro_batch_num;
   out.critical_stage = pipe.critical_stage;
   out.compute = mb * crit_terms.compute;
@@ -306,7 +342,10 @@ TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place, std
   out.bubble = pipe.bubble;
   out.dp_comm = dp_exposed;
   out.optimizer = optimizer;
-  out.step = pipe.total + dp_exposed + zero_after_step + optimizer;
+  out.kernel_overhead = mb * crit_terms.overhead;
+  out.straggler = straggler;
+  out.step_sync = step_sync;
+  out.step = pipe.total + straggler + dp_exposed + zero_after_step + step_sync + optimizer;
   return out;
 }
 

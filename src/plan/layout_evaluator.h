@@ -7,8 +7,10 @@
 //   t_s = F_s + B_s + pipeline send/recv + exposed per-micro-batch ZeRO-2/3 traffic
 // The pipeline part is m * max t_s + (sum t_s - max t_s) / v (plan/schedule_model.h); then the
 // data-parallel gradient reduction that the backward of the last micro-batch could not hide
-// (bucketed: all but the last bucket overlap), the ZeRO-1/2 parameter all-gather, and the
-// optimizer step (memory-bound). TP all-reduces (Megatron without sequence parallelism: two per
+// (bucketed: all but the last bucket overlap), the ZeRO-1/2 parameter all-gather, the per-step
+// scalar all-reduces (gradient norm, loss) and the tied embedding's gradient all-reduce, and the
+// optimizer step (memory-bound). Stragglers: the pipeline part at the pace of the slowest of N
+// devices (compute x (1 + sigma sqrt(2 ln N)), DeviceSpec::speed_variation). TP all-reduces (Megatron without sequence parallelism: two per
 // layer forward, two backward, on [T, d]) are on the critical path; the expert all-to-all (dispatch
 // + combine, forward and backward, T k rows of d) overlaps the expert GEMMs when the model's
 // moe.a2a_chunks > 1: exposed = max(a2a, gemm) + min(a2a, gemm) / chunks - gemm.
@@ -45,6 +47,9 @@ struct TimeBreakdown {
   double zero_comm = 0;  // ZeRO gathers/scatters left after the overlap
   double bubble = 0;
   double optimizer = 0;
+  double kernel_overhead = 0;  // part of compute + recompute: fixed per-kernel costs on the critical stage
+  double straggler = 0;        // the pipeline part's extra at the slowest device's pace
+  double step_sync = 0;        // per-step scalar all-reduces and the tied embedding's gradient all-reduce
   double step = 0;
   // Totals before overlap (for the report).
   double ep_comm_total = 0;
@@ -68,6 +73,7 @@ struct StageTime {
   GemmClasses gemms;          // per class, x 3 (forward + input and weight gradients) x micro-batches
   double head_gemm = 0;       // the LM head's [T, d] x [d, V/t], same multiplier
   double memory_bound = 0;    // norms, RoPE, softmax, SiLU, residuals, casts, cross-entropy, embedding gather
+  double kernel_overhead = 0;  // fixed per-kernel costs (DeviceSpec::kernel_overhead x kernels)
   double recompute = 0;       // extra forward work of the recompute setting
   double tp_exposed = 0;      // TP all-reduces (or SP reduce-scatter + all-gather): on the critical path
   double ep_exposed = 0, ep_hidden = 0;      // expert all-to-all; hidden behind the expert GEMMs (a2a_chunks)
@@ -78,6 +84,8 @@ struct StageTime {
   double dp_exposed = 0, dp_hidden = 0;      // after the pipeline: this stage's gradient reduction
   double param_gather = 0;    // ZeRO-1/2 all-gather of the updated weights after the step (exposed)
   double optimizer = 0;       // AdamW over the shard it owns (memory-bound)
+  double straggler = 0;       // the step's extra at the slowest device's pace (same for every stage)
+  double step_sync = 0;       // scalar all-reduces and the tied embedding's gradient all-reduce
 };
 
 struct Evaluation {
@@ -132,6 +140,8 @@ class LayoutEvaluator {
   double model_flops_per_sequence_ = 0;
   std::vector<StageParams> stage_params_;
   std::vector<double> stage_time_;
+  std::vector<double> stage_compute_;  // compute + recompute part of stage_time_
+  std::vector<double> slowed_time_;    // stage_time_ at the slowest device's pace
 };
 
 }  // namespace moe4d

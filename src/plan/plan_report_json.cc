@@ -88,6 +88,9 @@ nlohmann::json evaluation_json(const PlanContext& ctx, const Evaluation& e) {
                    {"zero_comm_total_seconds", t.zero_comm_total},
                    {"bubble_seconds", t.bubble},
                    {"optimizer_seconds", t.optimizer},
+                   {"kernel_overhead_seconds", t.kernel_overhead},
+                   {"straggler_seconds", t.straggler},
+                   {"step_sync_seconds", t.step_sync},
                    {"exposed_comm_seconds", t.communication()},
                    {"critical_stage", t.critical_stage}};
     out["stages"] = stage_times_json(ctx, e);
@@ -119,6 +122,9 @@ nlohmann::json stage_times_json(const PlanContext& ctx, const Evaluation& e) {
                         {"shared_experts", s.gemms.shared_experts},
                         {"lm_head", s.head_gemm}}},
                       {"memory_bound_seconds", s.memory_bound},
+                      {"kernel_overhead_seconds", s.kernel_overhead},
+                      {"straggler_seconds", s.straggler},
+                      {"step_sync_seconds", s.step_sync},
                       {"recompute_seconds", s.recompute},
                       {"tp_exposed_seconds", s.tp_exposed},
                       {"ep_exposed_seconds", s.ep_exposed},

@@ -201,7 +201,11 @@ std::string format_explain(const PlanContext& ctx, const Evaluation& e) {
     time_row("ZeRO traffic", t.zero_comm, fmt::format("exposed of {:.3f} s", t.zero_comm_total));
     time_row("pipeline bubble", t.bubble,
              l.pp > 1 ? fmt::format("{} stages, {} micro-batches", l.pp, l.micro_batch_num) : "-");
-    time_row("optimizer step", t.optimizer, "");
+    if (t.straggler > 0)
+      time_row("stragglers", t.straggler,
+               fmt::format("slowest of {} devices, speed sd {:g}%", l.world(), 100 * ctx.cluster.device.speed_variation));
+    if (t.step_sync > 0) time_row("step syncs", t.step_sync, "gradient-norm and loss all-reduces, tied embedding gradients");
+    time_row("optimizer step", t.optimizer, "gradient norm, AdamW, 16-bit copy, zeroed gradients");
   }
   if (t.step > 0) out += format_stage_times(ctx, e);
   out += fmt::format("\nbottleneck: {}\n", describe_bottleneck(ctx, e));
@@ -252,6 +256,7 @@ std::string format_stage_times(const PlanContext& ctx, const Evaluation& e) {
   row("GEMM shared experts", [](const StageTime& s) { return s.gemms.shared_experts; });
   row("GEMM LM head", [](const StageTime& s) { return s.head_gemm; });
   row("memory-bound work", [](const StageTime& s) { return s.memory_bound; }, true);
+  row("kernel overheads", [](const StageTime& s) { return s.kernel_overhead; });
   row("recompute", [](const StageTime& s) { return s.recompute; });
   row("TP collectives (exposed)", [](const StageTime& s) { return s.tp_exposed; });
   row("EP all-to-all exposed", [](const StageTime& s) { return s.ep_exposed; });
@@ -264,13 +269,15 @@ std::string format_stage_times(const PlanContext& ctx, const Evaluation& e) {
   row("DP reduction exposed", [](const StageTime& s) { return s.dp_exposed; });
   row("DP reduction hidden", [](const StageTime& s) { return s.dp_hidden; });
   row("ZeRO weight all-gather", [](const StageTime& s) { return s.param_gather; });
+  row("stragglers (slowest device)", [](const StageTime& s) { return s.straggler; });
+  row("norm/loss/embedding syncs", [](const StageTime& s) { return s.step_sync; });
   row("optimizer step", [](const StageTime& s) { return s.optimizer; }, true);
   if (shown.size() < all.size())
     out += fmt::format("  ({} stages: the first, the critical (*) and the last shown; --format json has every stage)\n",
                        all.size());
   else
-    out += "  (* the critical stage; the step = the critical stage's busy + idle + the largest exposed DP reduction, "
-           "weight all-gather and optimizer step over the stages)\n";
+    out += "  (* the critical stage; the step = the critical stage's busy + idle + stragglers + the largest exposed DP "
+           "reduction, weight all-gather and optimizer step over the stages + the step's syncs)\n";
   return out;
 }
 

@@ -37,6 +37,7 @@ PublishedRun gpt(const char* name, int heads, int hidden, int layers, int tp, in
   r.devices = gpus;
   r.global_batch = batch;
   r.full_recompute = true;
+  r.legacy_megatron = true;
   r.tflops_per_device = tflops;
   r.flops_per_step = narayanan_flops(batch, r.seq, layers, hidden, r.vocab);
   return r;
@@ -61,7 +62,7 @@ std::vector<PublishedRun> published_runs() {
   };
 }
 
-ValidationRow validate_run(const PublishedRun& run) {
+PlanContext run_context(const PublishedRun& run) {
   PlanContext ctx;
   ctx.model_name = run.name;
   ModelConfig& m = ctx.model;
@@ -79,6 +80,25 @@ ValidationRow validate_run(const PublishedRun& run) {
   ctx.setup.seq_length = run.seq;
   ctx.setup.precision = Precision::kBF16;
   ctx.cluster = cluster_with_devices(cluster_preset(run.cluster), run.devices);
+  // How Megatron-LM ran in 2021 (before flash attention, Dao et al. 2022): core attention as batched
+  // GEMMs over the whole S x S square with the probabilities stored (FusedScaleMaskSoftmax), attention
+  // and hidden dropout 0.1 (GPT-3's recipe, Megatron's default), the data-parallel gradient all-reduce
+  // after the last micro-batch's backward (its local DDP; overlapping it came in 2023), and fp16 mixed
+  // precision whose gradients are all-reduced in fp16 (Megatron accumulates and reduces them in fp32
+  // only with --accumulate-allreduce-grads-in-fp32, which it forces for bf16 alone).
+  if (run.legacy_megatron) {
+    ctx.cluster.device.fused_attention = false;
+    ctx.cluster.device.square_attention = true;
+    ctx.setup.dropout = true;
+    ctx.setup.overlap_grad_reduce = false;
+    ctx.setup.precision = Precision::kFP16;
+    ctx.setup.grad_compression = GradCompression::kFP16;
+  }
+  return ctx;
+}
+
+ValidationRow validate_run(const PublishedRun& run) {
+  const PlanContext ctx = run_context(run);
   const int dp = run.devices / (run.tp * run.pp);
   ValidationRow row;
   row.run = run;

@@ -24,6 +24,9 @@ struct PublishedRun {
   int tp = 1, pp = 1, devices = 0;
   int64_t global_batch = 0;
   bool full_recompute = false;
+  // Trained with Megatron-LM as of 2021 (unfused square attention, dropout, gradient all-reduce not
+  // overlapped with the backward): plan/published_runs.cc's run_context.
+  bool legacy_megatron = false;
   double tflops_per_device = 0;  // published achieved FLOP/s per device, / 1e12
   double flops_per_step = 0;     // the source's FLOP count of one step (its formula)
 };
@@ -40,6 +43,9 @@ struct ValidationRow {
 
 // The runs of docs/planner.md's validation table.
 std::vector<PublishedRun> published_runs();
+
+// The model, setup and cluster the planner evaluates the run on.
+PlanContext run_context(const PublishedRun& run);
 
 // The planner's prediction for one run.
 ValidationRow validate_run(const PublishedRun& run);

@@ -18,6 +18,10 @@ struct TrainingSetup {
   int64_t grad_bucket_size = 0;      // parallel_config.grad_bucket_size (elements; 0: the default)
   int zero3_prefetch_buckets = 2;    // parallel_config.zero3_prefetch_buckets
   bool overlap_grad_reduce = true;   // bucket reductions run behind the backward pass
+  // The modelled stack applies dropout to the attention probabilities and to both residual branches
+  // (GPT-3-style training; moe4d's runtime and today's MoE recipes use none): its masks and passes are
+  // memory-bound work (plan/compute_model.h). Set by the validation runs that trained with it.
+  bool dropout = false;
   // Routed rows of the busiest expert-parallel device over the balanced T k (>= 1; 1 = balanced
   // routing). Routing is data-dependent — a fresh router sends 1.3-1.6x the balanced rows to its
   // busiest EP rank of 2 — so it is an input (moe4d plan --expert-imbalance, measured from a run's

@@ -23,6 +23,9 @@ void expect_same_cluster(const ClusterSpec& a, const ClusterSpec& b) {
   expect_near_rel(a.device.memory_bytes, b.device.memory_bytes);
   expect_near_rel(a.device.memory_bandwidth, b.device.memory_bandwidth);
   EXPECT_EQ(a.device.fused_attention, b.device.fused_attention);
+  expect_near_rel(a.device.kernel_overhead, b.device.kernel_overhead);
+  expect_near_rel(a.device.speed_variation, b.device.speed_variation);
+  EXPECT_EQ(a.device.compute_units, b.device.compute_units);
   for (int p = 0; p < kNumPrecisions; ++p) {
     expect_near_rel(a.device.peak_flops[p], b.device.peak_flops[p]);
     ASSERT_EQ(a.device.gemm_efficiency[p].size(), b.device.gemm_efficiency[p].size());

@@ -4,7 +4,8 @@
 // tests/plan/data/validation_table.tsv holds each run's prediction as last regenerated, and
 // docs/planner.md the table made from it. A change to the planner that moves any prediction by more
 // than 2% fails here until scripts/plan_validation.sh regenerates both (the script runs this test
-// with MOE4D_PLAN_VALIDATION_WRITE=1, which writes the files instead of checking them).
+// with MOE4D_PLAN_VALIDATION_WRITE=1, which writes the files instead of checking them). A second test
+// holds the table's step-time errors to what the planner achieves.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "plan/plan_report.h"
 #include "plan/published_runs.h"
 
 namespace moe4d {
@@ -56,6 +58,36 @@ std::string markdown(const std::vector<ValidationRow>& rows) {
   out += fmt::format("\nStep time |error|: median {:.1f}%, max {:.1f}% over {} runs.\n", 100 * median,
                      100 * errors.back(), errors.size());
   return out;
+}
+
+// MOE4D_PLAN_VALIDATION_EXPLAIN=1 prints every run's full breakdown (format_explain), to see which
+// parts a change moved.
+TEST(Validation, ExplainOnRequest) {
+  if (!std::getenv("MOE4D_PLAN_VALIDATION_EXPLAIN")) GTEST_SKIP() << "set MOE4D_PLAN_VALIDATION_EXPLAIN=1";
+  for (const PublishedRun& run : published_runs()) {
+    const ValidationRow row = validate_run(run);
+    const PlanContext ctx = run_context(run);
+    LayoutEvaluator evaluator(ctx);
+    std::printf("=== %s: published %.3f s, predicted %.3f s (%+.1f%%)\n%s\n", run.name.c_str(), row.published_step,
+                row.predicted_step, 100 * row.error(), format_explain(ctx, evaluator.evaluate(row.layout)).c_str());
+  }
+}
+
+// What the planner achieves on the table today, held so that it cannot get worse unnoticed: step-time
+// |error| median <= 7% and max <= 12% (measured 6.6% and 11.5%; issue 25's target is 5% and 10%).
+// Tighten these when a change improves the table; never loosen them to admit a change.
+TEST(Validation, StepTimeErrorBounds) {
+  std::vector<double> errors;
+  for (const PublishedRun& run : published_runs()) {
+    const ValidationRow row = validate_run(run);
+    EXPECT_TRUE(row.fits) << run.name << ": the published layout does not fit";
+    errors.push_back(std::abs(row.error()));
+  }
+  std::sort(errors.begin(), errors.end());
+  const size_t n = errors.size();
+  const double median = n % 2 ? errors[n / 2] : (errors[n / 2 - 1] + errors[n / 2]) / 2;
+  EXPECT_LE(median, 0.07);
+  EXPECT_LE(errors.back(), 0.12);
 }
 
 TEST(Validation, PredictionsMatchTheTable) {
