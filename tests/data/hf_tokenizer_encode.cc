@@ -1,0 +1,37 @@
+// tests/data/hf_tokenizer_encode.cc — moe4d's side of tests/data/hf_tokenizer_reference.py:
+//   hf_tokenizer_encode TOKENIZER TEXTS.json OUT.json
+// encodes each string of TEXTS.json with load_tokenizer(TOKENIZER) and writes
+// {"ids": [[...], ...], "decoded": [decode(ids), ...], "eos_id", "vocab_size"}.
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "data/tokenizer.h"
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::cerr << "usage: hf_tokenizer_encode TOKENIZER TEXTS.json OUT.json\n";
+    return 2;
+  }
+  try {
+    const auto tokenizer = moe4d::load_tokenizer(argv[1]);
+    std::ifstream in(argv[2]);
+    const nlohmann::json texts = nlohmann::json::parse(in);
+    nlohmann::json out = {{"ids", nlohmann::json::array()}, {"decoded", nlohmann::json::array()},
+                          {"eos_id", tokenizer->eos_id()}, {"vocab_size", tokenizer->vocab_size()}};
+    for (const auto& t : texts) {
+      const std::string text = t.get<std::string>();
+      const std::vector<int> ids = tokenizer->encode(text);
+      out["ids"].push_back(ids);
+      out["decoded"].push_back(tokenizer->decode(ids));
+    }
+    std::ofstream(argv[3]) << out.dump() << "\n";
+  } catch (const moe4d::Error& e) {
+    std::cerr << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
