@@ -45,6 +45,8 @@ class HfTokenizer final : public Tokenizer {
   int eos_id() const override { return eos_id_; }
   std::string name() const override;
   std::string spec() const override { return path_; }
+  // The token's string as the file stores it (an added token's content; byte characters otherwise).
+  const std::string& token(int id) const { return tokens_.at(static_cast<size_t>(id)); }
 
  private:
   struct AddedToken {
