@@ -14,7 +14,9 @@ training text, writes the fixture, encodes a mixed corpus (English, code, digits
 whitespace runs, combining marks, special tokens, random mixtures), runs
 `hf_tokenizer_encode` (moe4d's tokenizer) on the same texts, and requires identical ids and exact
 round trips. It also runs `moe4d prepare --tokenizer-model` on one fixture and requires the shard's
-ids to be the reference's, each document followed by the end-of-text id.
+ids to be the reference's, each document followed by the end-of-text id, then trains two steps on
+that shard, evaluates, and requires `moe4d generate` (tokenizer from the checkpoint) to encode its
+prompt as the reference does.
 
 usage: hf_tokenizer_reference.py HF_TOKENIZER_ENCODE MOE4D WORK_DIR
 """
@@ -421,6 +423,26 @@ def main():
     if shard != expected or identity.get("kind") != "huggingface" or header["tokenizer"] != "tokenizer.json":
         first = next((i for i, (a, b) in enumerate(zip(shard, expected)) if a != b), min(len(shard), len(expected)))
         print(f"  MISMATCH from id {first}: shard {shard[first:first + 10]} expected {expected[first:first + 10]}")
+        failures += 1
+    # train / eval / generate on those shards: the checkpoint carries the tokenizer.json, and
+    # generate encodes its prompt as the reference does.
+    with open(os.path.join(work, "run.yaml"), "w") as f:
+        f.write(f"""model: {{vocab_size: {header['vocab_size'] + 3}, hidden_size: 16, num_layers: 2, num_heads: 4,
+        ffn_hidden_size: 24, seq_length: 16, moe: {{num_experts: 4, top_k: 2}}}}
+train: {{global_batch_size: 2, steps: 2, log_interval: 1}}
+data: {{train: {out_dir}/train.bin}}
+checkpoint: {{dir: {work}/ckpt, interval: 2}}
+""")
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    run = lambda *args: subprocess.run([moe4d, *args], check=True, capture_output=True, text=True, env=env)
+    run("train", os.path.join(work, "run.yaml"))
+    evaluated = run("eval", os.path.join(work, "ckpt"), "--data", os.path.join(out_dir, "train.bin")).stdout
+    prompt = "<|im_start|>user\nThe café's 12 人工智能 😀<|im_end|>"
+    generated = json.loads(run("generate", os.path.join(work, "ckpt"), "--prompt", prompt, "--tokens", "4",
+                               "--json").stdout)
+    print(f"train/eval/generate: {evaluated.strip().splitlines()[-1]}; prompt ids {generated['prompt_ids']}")
+    if generated["prompt_ids"] != ref.encode(prompt) or len(generated["ids"]) == 0:
+        print(f"  MISMATCH prompt ids: reference {ref.encode(prompt)}")
         failures += 1
     print("FAILED" if failures else "all equal")
     return 1 if failures else 0
