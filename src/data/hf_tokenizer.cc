@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
+#include <queue>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -276,23 +278,42 @@ void HfTokenizer::encode_piece(std::string_view bytes, std::vector<int>& ids) co
       return;
     }
   }
-  std::vector<int> word;
-  word.reserve(bytes.size());
-  for (unsigned char b : bytes) word.push_back(byte_ids_[b]);
-  // Merge the lowest-ranked adjacent pair, the leftmost of equals, until none is left.
-  for (;;) {
-    int best_rank = -1, best_at = -1, best_id = -1;
-    for (size_t i = 0; i + 1 < word.size(); ++i) {
-      const uint64_t key = (static_cast<uint64_t>(word[i]) << 32) | static_cast<uint32_t>(word[i + 1]);
-      const auto it = merges_.find(key);
-      if (it != merges_.end() && (best_rank < 0 || it->second.first < best_rank))
-        best_rank = it->second.first, best_at = static_cast<int>(i), best_id = it->second.second;
-    }
-    if (best_at < 0) break;
-    word[best_at] = best_id;
-    word.erase(word.begin() + best_at + 1);
+  // Merge the lowest-ranked adjacent pair, the leftmost of equals, until none is left: a heap of
+  // candidate pairs (rank, left position) over a linked list of symbols, O(n log n) (a piece can be
+  // a 100 KB run of letters). A popped pair is stale if either side has changed since it was pushed.
+  struct Symbol {
+    int id, prev, next;
+  };
+  std::vector<Symbol> symbols(bytes.size());
+  for (size_t i = 0; i < bytes.size(); ++i)
+    symbols[i] = {byte_ids_[static_cast<unsigned char>(bytes[i])], static_cast<int>(i) - 1,
+                  i + 1 < bytes.size() ? static_cast<int>(i) + 1 : -1};
+  struct Candidate {
+    int rank, left, right_id, left_id, merged;
+    bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
+  auto push = [&](int left) {
+    if (left < 0 || symbols[left].next < 0) return;
+    const int a = symbols[left].id, b = symbols[symbols[left].next].id;
+    const auto it = merges_.find((static_cast<uint64_t>(a) << 32) | static_cast<uint32_t>(b));
+    if (it != merges_.end()) heap.push({it->second.first, left, b, a, it->second.second});
+  };
+  for (int i = 0; i + 1 < static_cast<int>(symbols.size()); ++i) push(i);
+  while (!heap.empty()) {
+    const Candidate c = heap.top();
+    heap.pop();
+    Symbol& left = symbols[c.left];
+    if (left.id != c.left_id || left.next < 0 || symbols[left.next].id != c.right_id) continue;  // stale
+    const int gone = left.next;
+    left.id = c.merged;
+    left.next = symbols[gone].next;
+    if (left.next >= 0) symbols[left.next].prev = c.left;
+    symbols[gone].id = -1;  // dead
+    push(left.prev);
+    push(c.left);
   }
-  ids.insert(ids.end(), word.begin(), word.end());
+  for (int i = 0; i >= 0 && i < static_cast<int>(symbols.size()); i = symbols[i].next) ids.push_back(symbols[i].id);
 }
 
 std::string HfTokenizer::decode(std::span<const int> ids) const {

@@ -344,6 +344,8 @@ def corpus(fortunes):
             ["<|endoftext|>", "<|im_start|>", "<tool>", "<tool_call>", "'re", "'LL", "'d"] + list("١٢½Ⅻ"))
     for _ in range(300):
         texts.append("".join(rng.choice(pool) for _ in range(rng.randint(1, 40))))
+    # Long pieces (moe4d merges them with a heap, the reference with GPT-2's loop).
+    texts += ["".join(rng.choice("thequickbrown") for _ in range(1500)), " " * 700 + "x", "1" * 500, "\n" * 300]
     return texts
 
 
