@@ -218,7 +218,9 @@ Tokenizing make_tokenizer(const PrepareOptions& options, const std::vector<std::
     }
     say(fmt::format("reusing tokenizer {} ({} ids), copied to {}", options.tokenizer_model, reused->vocab_size(),
                     model_path));
-    return {load_tokenizer(model_path), file_name, tokenizer_identity_of(model_path)};
+    std::unique_ptr<Tokenizer> copy = load_tokenizer(model_path);
+    const TokenizerIdentity identity = tokenizer_identity_of(*copy);
+    return {std::move(copy), file_name, identity};
   }
   if (options.tokenizer == "bytes") return {load_tokenizer("bytes"), "bytes", tokenizer_identity_of("bytes")};
   const int vocab_size = options.vocab_size.value_or(kDefaultBpeVocabSize);

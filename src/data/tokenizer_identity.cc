@@ -23,9 +23,13 @@ std::string TokenizerIdentity::describe() const {
 }
 
 TokenizerIdentity tokenizer_identity_of(const std::string& spec) {
-  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(spec);  // names the spec if it cannot load
-  if (spec == "bytes") return {"bytes", "", tokenizer->vocab_size()};
-  return {is_hf_tokenizer_file(spec) ? "huggingface" : "sentencepiece", sha256_file(spec), tokenizer->vocab_size()};
+  return tokenizer_identity_of(*load_tokenizer(spec));  // names the spec if it cannot load
+}
+
+TokenizerIdentity tokenizer_identity_of(const Tokenizer& tokenizer) {
+  const std::string spec = tokenizer.spec();
+  if (spec == "bytes") return {"bytes", "", tokenizer.vocab_size()};
+  return {is_hf_tokenizer_file(spec) ? "huggingface" : "sentencepiece", sha256_file(spec), tokenizer.vocab_size()};
 }
 
 nlohmann::ordered_json tokenizer_identity_json(const TokenizerIdentity& identity) {

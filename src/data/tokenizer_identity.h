@@ -14,6 +14,8 @@
 
 namespace moe4d {
 
+class Tokenizer;
+
 struct TokenizerIdentity {
   std::string kind;    // "bytes" | "sentencepiece" | "huggingface"
   std::string sha256;  // lowercase hex of the .model / tokenizer.json file; empty for bytes
@@ -28,6 +30,8 @@ struct TokenizerIdentity {
 // The identity of a load_tokenizer() spec: "bytes", or a tokenizer file (loaded to learn its
 // vocabulary, hashed). Throws moe4d::Error naming the spec if it cannot be loaded.
 TokenizerIdentity tokenizer_identity_of(const std::string& spec);
+// The same for a loaded tokenizer (its spec() is hashed; nothing is loaded again).
+TokenizerIdentity tokenizer_identity_of(const Tokenizer& tokenizer);
 
 // {"kind": ..., "sha256": ... (files only), "vocab_size": ...}
 nlohmann::ordered_json tokenizer_identity_json(const TokenizerIdentity& identity);
