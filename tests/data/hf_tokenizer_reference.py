@@ -164,6 +164,19 @@ BYTE_ENCODER = bytes_to_unicode()
 BYTE_DECODER = {c: b for b, c in BYTE_ENCODER.items()}
 
 
+def merge_pair(parts, pair):
+    """GPT-2's sweep: every occurrence of `pair`, left to right."""
+    merged, i = [], 0
+    while i < len(parts):
+        if i + 1 < len(parts) and (parts[i], parts[i + 1]) == pair:
+            merged.append(parts[i] + parts[i + 1])
+            i += 2
+        else:
+            merged.append(parts[i])
+            i += 1
+    return merged
+
+
 class Reference:
     def __init__(self, tj):
         model = tj["model"]
@@ -212,15 +225,7 @@ class Reference:
             best = min(pairs, key=lambda p: self.ranks.get(p, float("inf")))
             if best not in self.ranks:
                 break
-            merged, i = [], 0
-            while i < len(parts):
-                if i + 1 < len(parts) and (parts[i], parts[i + 1]) == best:
-                    merged.append(parts[i] + parts[i + 1])
-                    i += 2
-                else:
-                    merged.append(parts[i])
-                    i += 1
-            parts = merged
+            parts = merge_pair(parts, best)
         return parts
 
     def decode(self, ids):
@@ -283,15 +288,7 @@ def train_fixture(variant, training_text, merges_wanted=300):
         vocab.setdefault(best[0] + best[1], len(vocab))
         new_words = Counter()
         for w, n in words.items():
-            out, i = [], 0
-            while i < len(w):
-                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
-                    out.append(w[i] + w[i + 1])
-                    i += 2
-                else:
-                    out.append(w[i])
-                    i += 1
-            new_words[tuple(out)] += n
+            new_words[tuple(merge_pair(w, best))] += n
         words = new_words
     base["model"]["merges"] = [list(m) for m in merges] if v["pair_merges"] else [" ".join(m) for m in merges]
     for content, special in ADDED:
