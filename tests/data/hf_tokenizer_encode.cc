@@ -1,7 +1,9 @@
 // tests/data/hf_tokenizer_encode.cc — moe4d's side of tests/data/hf_tokenizer_reference.py:
 //   hf_tokenizer_encode TOKENIZER TEXTS.json OUT.json
 // encodes each string of TEXTS.json with load_tokenizer(TOKENIZER) and writes
-// {"ids": [[...], ...], "decoded": [decode(ids), ...], "eos_id", "vocab_size"}.
+// {"ids": [[...], ...], "decoded": [decode(ids), ...], "eos_id", "vocab_size"};
+//   hf_tokenizer_encode --nfc TEXTS.json OUT.json
+// writes {"nfc": [unicode::nfc(text), ...]}.
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -10,6 +12,7 @@
 
 #include "core/error.h"
 #include "data/tokenizer.h"
+#include "data/unicode_text.h"
 
 int main(int argc, char** argv) {
   if (argc != 4) {
@@ -17,9 +20,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    const auto tokenizer = moe4d::load_tokenizer(argv[1]);
     std::ifstream in(argv[2]);
     const nlohmann::json texts = nlohmann::json::parse(in);
+    if (std::string(argv[1]) == "--nfc") {
+      nlohmann::json out = {{"nfc", nlohmann::json::array()}};
+      for (const auto& t : texts)
+        out["nfc"].push_back(moe4d::unicode::encode_utf8(moe4d::unicode::nfc(moe4d::unicode::decode_utf8(t.get<std::string>()))));
+      std::ofstream(argv[3]) << out.dump() << "\n";
+      return 0;
+    }
+    const auto tokenizer = moe4d::load_tokenizer(argv[1]);
     nlohmann::json out = {{"ids", nlohmann::json::array()}, {"decoded", nlohmann::json::array()},
                           {"eos_id", tokenizer->eos_id()}, {"vocab_size", tokenizer->vocab_size()}};
     for (const auto& t : texts) {

@@ -357,6 +357,30 @@ def read_fortunes(limit):
 # ----------------------------------------------------------------------------------------------
 
 
+def nfc_failures(encode_tool, work):
+    """moe4d's NFC against unicodedata.normalize: every code point (in runs of 64), and random
+    sequences of bases, combining marks (of several classes), Hangul jamo and composites."""
+    texts = ["".join(chr(cp) for cp in range(start, start + 64) if not 0xD800 <= cp <= 0xDFFF)
+             for start in range(0, 0x110000, 64)]
+    rng = random.Random(7)
+    pool = ([chr(c) for c in range(0x300, 0x370)] + list("aeiouAEIOUnNcCsSzZ") + ["\u1100", "\u1161", "\u11a8",
+            "\uac00", "\uac01", "\u0f71", "\u0f72", "\u0f80", "\u05b0", "\u05bc", "\u0591", "\u093c", "\u0958",
+            "\u1e0d", "\u1e0b", "\u0344", "\u212b", "\u00c5", "\u3099", "\u304b", "\u30cf", "\u309a", "\U0001d15e",
+            "\U0001d165", "\u0b47", "\u0b3e", "\u0cc6", "\u0cd5", "\u0cc2"])
+    texts += ["".join(rng.choice(pool) for _ in range(rng.randint(1, 12))) for _ in range(20000)]
+    path, out = os.path.join(work, "nfc_texts.json"), os.path.join(work, "nfc_out.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(texts, f, ensure_ascii=False)
+    subprocess.run([encode_tool, "--nfc", path, out], check=True)
+    with open(out, encoding="utf-8") as f:
+        got = json.load(f)["nfc"]
+    bad = [i for i, (t, g) in enumerate(zip(texts, got)) if unicodedata.normalize("NFC", t) != g]
+    print(f"nfc: {len(texts)} texts ({sum(map(len, texts))} code points): {len(texts) - len(bad)} equal")
+    for i in bad[:5]:
+        print(f"  MISMATCH {texts[i]!r}: reference {unicodedata.normalize('NFC', texts[i])!r}, moe4d {got[i]!r}")
+    return len(bad) + (len(got) != len(texts))
+
+
 def main():
     encode_tool, moe4d, work = sys.argv[1:4]
     shutil.rmtree(work, ignore_errors=True)
@@ -364,7 +388,7 @@ def main():
     texts = corpus(read_fortunes(200))
     with open(os.path.join(work, "texts.json"), "w", encoding="utf-8") as f:
         json.dump(texts, f, ensure_ascii=False)
-    failures = 0
+    failures = nfc_failures(encode_tool, work)
     for variant in VARIANTS:
         # Trained on the corpus itself too, so that its merges span the pieces' boundaries: a piece
         # split differently then gives different ids.
