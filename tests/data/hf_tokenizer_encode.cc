@@ -3,7 +3,9 @@
 // encodes each string of TEXTS.json with load_tokenizer(TOKENIZER) and writes
 // {"ids": [[...], ...], "decoded": [decode(ids), ...], "eos_id", "vocab_size"};
 //   hf_tokenizer_encode --nfc TEXTS.json OUT.json
-// writes {"nfc": [unicode::nfc(text), ...]}.
+// writes {"nfc": [unicode::nfc(text), ...]};
+//   hf_tokenizer_encode --categories OUT.txt
+// writes the general-category class letter (LMNPSZC) of every code point 0..0x10FFFF.
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -15,6 +17,12 @@
 #include "data/unicode_text.h"
 
 int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--categories") {
+    std::string letters;
+    for (char32_t cp = 0; cp < 0x110000; ++cp) letters += "LMNPSZC"[static_cast<int>(moe4d::unicode::category(cp))];
+    std::ofstream(argv[2]) << letters;
+    return 0;
+  }
   if (argc != 4) {
     std::cerr << "usage: hf_tokenizer_encode TOKENIZER TEXTS.json OUT.json\n";
     return 2;

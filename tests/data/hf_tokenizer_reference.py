@@ -381,6 +381,16 @@ def nfc_failures(encode_tool, work):
     return len(bad) + (len(got) != len(texts))
 
 
+def category_failures(encode_tool, work):
+    """moe4d's general-category class of every code point against unicodedata's."""
+    out = os.path.join(work, "categories.txt")
+    subprocess.run([encode_tool, "--categories", out], check=True)
+    got = open(out).read()
+    bad = [cp for cp in range(0x110000) if got[cp:cp + 1] != unicodedata.category(chr(cp))[0]]
+    print(f"categories: {len(got)} code points, {len(bad)} differ" + (f", e.g. U+{bad[0]:04X}" if bad else ""))
+    return len(bad)
+
+
 def main():
     encode_tool, moe4d, work = sys.argv[1:4]
     shutil.rmtree(work, ignore_errors=True)
@@ -388,7 +398,7 @@ def main():
     texts = corpus(read_fortunes(200))
     with open(os.path.join(work, "texts.json"), "w", encoding="utf-8") as f:
         json.dump(texts, f, ensure_ascii=False)
-    failures = nfc_failures(encode_tool, work)
+    failures = nfc_failures(encode_tool, work) + category_failures(encode_tool, work)
     for variant in VARIANTS:
         # Trained on the corpus itself too, so that its merges span the pieces' boundaries: a piece
         # split differently then gives different ids.
