@@ -121,9 +121,15 @@ class Parser {
     return n;
   }
 
+  // Inside (?i:...) a letter also matches its other case and, for s, U+017F (long s), as Unicode's
+  // simple case folding has it (Oniguruma and Python's re agree); other letters of other scripts
+  // are not folded.
   void add_char(CharClass& c, char32_t cp) const {
     c.ranges.emplace_back(cp, cp);
-    if (fold_ && cp < 0x80 && ((cp | 0x20) >= 'a' && (cp | 0x20) <= 'z')) c.ranges.emplace_back(cp ^ 0x20, cp ^ 0x20);
+    if (!fold_ || cp >= 0x80 || (cp | 0x20) < 'a' || (cp | 0x20) > 'z') return;
+    c.ranges.emplace_back(cp ^ 0x20, cp ^ 0x20);
+    if ((cp | 0x20) == 's') c.ranges.emplace_back(0x17F, 0x17F);
+    if ((cp | 0x20) == 'k') c.ranges.emplace_back(0x212A, 0x212A);  // Kelvin sign
   }
 
   Node atom() {
@@ -250,12 +256,12 @@ class Parser {
     while (!at_end() && (peek() != ']' || first)) {
       first = false;
       long lo;
+      const size_t before = cls.ranges.size();
       if (peek() == '\\') {
         ++i_;
         lo = escape(cls);
         if (lo < 0) continue;
-        cls.ranges.pop_back();  // re-added below as a range
-        if (fold_ && lo < 0x80 && ((lo | 0x20) >= 'a' && (lo | 0x20) <= 'z')) cls.ranges.pop_back();
+        cls.ranges.resize(before);  // re-added below, maybe as a range
       } else if (peek() == '[') {
         error("a nested class or POSIX class");
       } else {

@@ -5,7 +5,7 @@
 // greedy quantifiers) for the subset those patterns use: literals, `.`, classes `[...]` / `[^...]`
 // with ranges, `\p{X}` / `\P{X}` for the one-letter general categories L M N P S Z C, `\s` / `\S`
 // (White_Space), escapes (`\r \n \t \f \v \xHH \x{H..} \uHHHH`, escaped punctuation), groups
-// `(...)`, `(?:...)`, `(?i:...)` (ASCII case folding), lookahead `(?=...)` / `(?!...)`, and the
+// `(...)`, `(?:...)`, `(?i:...)` (ASCII letters, and ſ for s, K for k), lookahead `(?=...)` / `(?!...)`, and the
 // quantifiers `? * + {n} {n,} {n,m}` (greedy or lazy). Anything else — anchors, backreferences,
 // `\d \w \b`, two-letter categories — is refused with one moe4d::Error line naming it. It is tested
 // against Python's `re` on the pre-tokenizer patterns of GPT-2, Llama-3, Qwen2/Qwen3 and DeepSeek-V3

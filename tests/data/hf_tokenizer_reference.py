@@ -305,14 +305,14 @@ TRAINING = """The quick brown fox jumps over the lazy dog. It's what they'd said
 def main(argv):\n    for i in range(10):\n        print(f"value {i}: {argv[i]!r}")\n    return 0\n
 int main() { std::vector<int> v = {1, 2, 3}; return v.size() > 2 ? 0 : 1; }
 Prices rose 12.5% to $1,234,567.89 in 2026; call +1-555-0100. 人工智能正在改变世界。日本語のテキストとカタカナ。
-Ünïcödé façade naïve café résumé — “quotes” ‘and’ dashes… 😀👍🏽 🇩🇪
+Ünïcödé façade naïve café résumé — “quotes” ‘and’ dashes… 😀👍🏽 🇩🇪 IT'ſ 'ſt 'ſſ we'ſt
 """ * 3
 
 
 def corpus(fortunes):
     texts = [
         "Hello, world! I'm here; you're there. THEY'RE HERE AND I'LL GO. She's, he'd, we've.",
-        "don't can't won't it's O'Neil's 'quoted' ''double'' 'S 'T",
+        "don't can't won't it's O'Neil's 'quoted' ''double'' 'S 'T IT'ſ 'ſ 'ſt we'ſſ \u212a'D",
         "def f(x):\n\treturn x ** 2  # square\n\n\nclass A:\n    pass\n",
         "if (a != b && c <= d) { x += 1; } // comment\r\n/* block */\r\n",
         "1 12 123 1234 12345 1234567890 3.14159 2026-12-02 0x1F 1e-5 ١٢٣ ½ Ⅻ",
@@ -338,7 +338,7 @@ def corpus(fortunes):
     pool = (list("abcXYZ'sStT ") + list("0123456789") + list(".,;:!?-_()[]{}\"'/\\@#$%^&*+=<>|~`") +
             [" ", " ", "  ", "\n", "\r", "\t", "\u00a0", "\u3000"] + list("你好世界日本語カタカナひらがな한국") +
             list("éüñøßÅ") + ["e\u0301", "\u0308", "\u0903", "\u0301"] + ["😀", "👍🏽", "🇩🇪", "\u200d"] +
-            ["<|endoftext|>", "<|im_start|>", "<tool>", "<tool_call>", "'re", "'LL", "'d"] + list("١٢½Ⅻ"))
+            ["<|endoftext|>", "<|im_start|>", "<tool>", "<tool_call>", "'re", "'LL", "'d", "'ſ"] + list("١٢½Ⅻ"))
     for _ in range(300):
         texts.append("".join(rng.choice(pool) for _ in range(rng.randint(1, 40))))
     # Long pieces (moe4d merges them with a heap, the reference with GPT-2's loop).

@@ -134,6 +134,7 @@ TEST(PretokenizerRegex, MatchesAsPerlDoes) {
   EXPECT_EQ(pieces(R"(\p{N}{1,3})", "1234567"), (V{"123", "456", "7"}));
   EXPECT_EQ(pieces(R"(\s+(?!\S)|\s+)", "a   b"), (V{"  ", " "}));
   EXPECT_EQ(pieces(R"((?i:'s|'ll)|\p{L}+)", "IT'S we'LL"), (V{"IT", "'S", "we", "'LL"}));
+  EXPECT_EQ(pieces(R"((?i:'s|k)|[^\s\p{L}]?\p{L}+)", "'ſt \u212a"), (V{"'ſ", "t", "\u212a"}));  // Unicode case folding
   EXPECT_EQ(pieces(R"([^\s\p{L}]+?x|\p{L})", "..x"), (V{"..x"}));
   EXPECT_EQ(pieces(R"([一-龥]+)", "ab中文c"), (V{"中文"}));
   EXPECT_EQ(pieces(R"([\-\]]+|\x41|\u0042)", "-]AB"), (V{"-]", "A", "B"}));
