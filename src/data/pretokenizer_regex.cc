@@ -217,8 +217,11 @@ class Parser {
         if (!at_end() && peek() == '{') {
           ++i_;
           int value = 0, digits = 0;
-          for (; !at_end() && peek() != '}'; ++digits) value = value * 16 + hex(1);
-          if (at_end() || digits == 0 || digits > 6 || value >= 0x110000) error("a malformed \\x{...}");
+          for (; !at_end() && peek() != '}'; ++digits) {
+            if (digits == 6) error("a malformed \\x{...}");
+            value = value * 16 + hex(1);
+          }
+          if (at_end() || digits == 0 || value >= 0x110000) error("a malformed \\x{...}");
           ++i_;
           return literal(static_cast<char32_t>(value));
         }

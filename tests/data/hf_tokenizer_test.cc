@@ -143,6 +143,7 @@ TEST(PretokenizerRegex, MatchesAsPerlDoes) {
   expect_error([] { PretokenizerRegex("(?<name>a)"); }, {"group kind"});
   expect_error([] { PretokenizerRegex("(a*)*"); }, {"can match nothing"});
   expect_error([] { PretokenizerRegex("(a"); }, {"missing ')'"});
+  expect_error([] { PretokenizerRegex(R"(\x{123456789})"); }, {"malformed \\x{...}"});
 }
 
 }  // namespace
