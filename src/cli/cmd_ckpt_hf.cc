@@ -93,7 +93,8 @@ void add_ckpt_hf_commands(CLI::App& app) {
   import_cmd->add_option("--data", im->data, "token shard that the written config.yaml trains on (data.train)")
       ->required();
   import_cmd->add_option("--tokenizer", im->tokenizer,
-                         "data.tokenizer of the written config (default: the folder's tokenizer.model, copied)");
+                         "data.tokenizer of the written config and the checkpoint's tokenizer (default: the folder's "
+                         "tokenizer.model, else its tokenizer.json, copied)");
   import_cmd->callback([im] {
     check_format(im->format);
     const HfImportResult r = import_hf(

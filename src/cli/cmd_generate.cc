@@ -119,7 +119,8 @@ void run_generate(const GenerateArgs& args) {
                                 {"new_tokens", result.tokens.size()},
                                 {"seconds", result.seconds},
                                 {"tokens_per_s", result.seconds > 0 ? result.tokens.size() / result.seconds : 0.0}};
-    std::fputs((out.dump() + "\n").c_str(), stdout);
+    // Byte-level tokenizers (bytes, tokenizer.json) can stop inside a UTF-8 character: such bytes become U+FFFD.
+    std::fputs((out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n").c_str(), stdout);
   } else {
     std::fputs("\n", stdout);
   }

@@ -72,7 +72,8 @@ void add_prepare_command(CLI::App& app) {
       ->check(CLI::IsMember({"bpe", "bytes"}))
       ->capture_default_str();
   cmd->add_option("--tokenizer-model", options->tokenizer_model,
-                  "reuse this sentencepiece .model instead of training one (copied to the output directory)");
+                  "reuse this sentencepiece .model or Hugging Face tokenizer.json (byte-level BPE) instead of "
+                  "training one (copied to the output directory)");
   CLI::Option* vocab_option =
       cmd->add_option("--vocab-size", *vocab_size, "BPE vocabulary size (bpe only)")->capture_default_str();
   cmd->add_option("--bpe-sample-bytes", options->bpe_sample_bytes,

@@ -172,9 +172,10 @@ void check_checkpoint_tokenizer(const std::string& path, const TokenizerIdentity
     identity = tokenizer_identity_of("bytes");
   } else if (recorded.contains("sha256") && recorded["sha256"].is_string()) {
     const fs::path model = fs::path(step_dir) / recorded.value("file", kCheckpointTokenizerFile);
-    identity = {"sentencepiece", recorded["sha256"].get<std::string>(), 0};
     try {
-      identity.vocab_size = tokenizer_identity_of(model.string()).vocab_size;
+      // The kind and vocabulary from the copy (a sentencepiece model or a tokenizer.json), the hash as recorded.
+      identity = tokenizer_identity_of(model.string());
+      identity.sha256 = recorded["sha256"].get<std::string>();
     } catch (const Error&) {
       return;  // a missing or damaged copy fails the manifest check in the loader
     }

@@ -6,7 +6,7 @@
 //   tokenizer ids <= model vocab_size      (the model may pad above, e.g. to divide over TP ranks)
 //   shard header vocab_size <= tokenizer ids  (a shard never holds ids its tokenizer cannot decode)
 //   shard header vocab_size <= model vocab_size
-// The tokenizer is `tokenizer` when given ("bytes" or a sentencepiece .model), else the one the
+// The tokenizer is `tokenizer` when given ("bytes", a sentencepiece .model or a tokenizer.json), else the one the
 // train shard's header names. Every failure is one moe4d::Error line that starts with the config
 // key (data.train, data.valid, data.tokenizer) and names the file.
 #pragma once

@@ -204,9 +204,11 @@ struct Tokenizing {
 Tokenizing make_tokenizer(const PrepareOptions& options, const std::vector<std::string>& files,
                           ValidationSplit& split, PrepareSummary& summary,
                           const std::function<void(const std::string&)>& say) {
-  const std::string model_path = (fs::path(options.output_dir) / "tokenizer.model").string();
   if (!options.tokenizer_model.empty()) {
     std::unique_ptr<Tokenizer> reused = load_tokenizer(options.tokenizer_model);  // validates the model
+    // A Hugging Face tokenizer.json keeps its name; a sentencepiece model becomes tokenizer.model.
+    const std::string file_name = is_hf_tokenizer_file(options.tokenizer_model) ? "tokenizer.json" : "tokenizer.model";
+    const std::string model_path = (fs::path(options.output_dir) / file_name).string();
     std::error_code ec;
     if (!fs::equivalent(options.tokenizer_model, model_path, ec)) {
       std::ifstream in(options.tokenizer_model, std::ios::binary);
@@ -216,7 +218,9 @@ Tokenizing make_tokenizer(const PrepareOptions& options, const std::vector<std::
     }
     say(fmt::format("reusing tokenizer {} ({} ids), copied to {}", options.tokenizer_model, reused->vocab_size(),
                     model_path));
-    return {load_tokenizer(model_path), "tokenizer.model", tokenizer_identity_of(model_path)};
+    std::unique_ptr<Tokenizer> copy = load_tokenizer(model_path);
+    const TokenizerIdentity identity = tokenizer_identity_of(*copy);
+    return {std::move(copy), file_name, identity};
   }
   if (options.tokenizer == "bytes") return {load_tokenizer("bytes"), "bytes", tokenizer_identity_of("bytes")};
   const int vocab_size = options.vocab_size.value_or(kDefaultBpeVocabSize);
@@ -302,7 +306,8 @@ PrepareSummary prepare_corpus(const PrepareOptions& options) {
   ShardedTokenWriter valid(options.output_dir, "valid", format, tokenizer.vocab_size(), tk.header_spec, tk.identity,
                            options.shard_size);
   SplitRouter router(split, train, valid);
-  ParallelEncoder encoder(tokenizer, options.workers, tk.header_spec != "bytes");
+  // Only sentencepiece replaces invalid UTF-8 (by U+FFFD); bytes and byte-level BPE keep every byte.
+  ParallelEncoder encoder(tokenizer, options.workers, tk.identity.kind == "sentencepiece");
   CorpusDocumentStream stream(files, options.format);
   PrepareProgress progress{.file_bytes_total = total_file_bytes(files)};
   double last_report = -1;

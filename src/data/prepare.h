@@ -13,7 +13,8 @@
 //      in the moe4d or Megatron format (data/sharded_token_writer.h);
 //   4. the moe4d shards are re-opened with full verification.
 // Output directory:
-//   tokenizer.model           (bpe, or a copy of --tokenizer-model; moe4d headers refer to it)
+//   tokenizer.model           (bpe, or a copy of a sentencepiece --tokenizer-model; moe4d headers refer to it)
+//   tokenizer.json            instead, a copy of a Hugging Face --tokenizer-model (data/hf_tokenizer.h)
 //   train.bin + train.json    (moe4d, data/token_shard_format.h) or train.bin + train.idx (megatron)
 //   valid.*                   likewise (none with valid_fraction 0); with shard_size > 0: train-00000.*, ...
 //   <split>.tokenizer.json    megatron only: the tokenizer's identity (data/tokenizer_record.h)
@@ -48,7 +49,7 @@ struct PrepareOptions {
   std::vector<std::string> inputs = {kDefaultCorpusDir};  // files or directories
   std::string output_dir;                                 // created if missing
   std::string tokenizer = "bpe";                          // "bpe" | "bytes"
-  std::string tokenizer_model;                            // reuse this sentencepiece .model (no training)
+  std::string tokenizer_model;                            // reuse this .model / tokenizer.json (no training)
   std::optional<int> vocab_size;                          // bpe only; default kDefaultBpeVocabSize
   double valid_fraction = 0.05;                           // in [0, 1); 0: no validation split (no valid shard)
   std::optional<int64_t> min_valid_documents;             // the minimum count rule (data/validation_split.h);

@@ -35,10 +35,10 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_path)
     : model_path_(model_path), processor_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
   std::error_code ec;
   if (std::filesystem::is_directory(model_path, ec))
-    fail("tokenizer model {} is a directory, expected \"bytes\" or the path of a sentencepiece .model file",
+    fail("tokenizer model {} is a directory, expected \"bytes\", a sentencepiece .model or a Hugging Face tokenizer.json",
          model_path);
   if (!std::filesystem::is_regular_file(model_path, ec))
-    fail("tokenizer model {} not found (expected \"bytes\" or the path of a sentencepiece .model file)", model_path);
+    fail("tokenizer model {} not found (expected \"bytes\", a sentencepiece .model or a Hugging Face tokenizer.json)", model_path);
   sentencepiece::util::Status status = processor_->Load(model_path);
   if (!status.ok()) fail("tokenizer model {} is not a valid sentencepiece model ({})", model_path, describe(status));
   vocab_size_ = processor_->GetPieceSize();

@@ -23,9 +23,13 @@ std::string TokenizerIdentity::describe() const {
 }
 
 TokenizerIdentity tokenizer_identity_of(const std::string& spec) {
-  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(spec);  // names the spec if it cannot load
-  if (spec == "bytes") return {"bytes", "", tokenizer->vocab_size()};
-  return {"sentencepiece", sha256_file(spec), tokenizer->vocab_size()};
+  return tokenizer_identity_of(*load_tokenizer(spec));  // names the spec if it cannot load
+}
+
+TokenizerIdentity tokenizer_identity_of(const Tokenizer& tokenizer) {
+  const std::string spec = tokenizer.spec();
+  if (spec == "bytes") return {"bytes", "", tokenizer.vocab_size()};
+  return {is_hf_tokenizer_file(spec) ? "huggingface" : "sentencepiece", sha256_file(spec), tokenizer.vocab_size()};
 }
 
 nlohmann::ordered_json tokenizer_identity_json(const TokenizerIdentity& identity) {
@@ -45,15 +49,15 @@ TokenizerIdentity parse_tokenizer_identity(const nlohmann::json& json, const std
       fail("{}: \"tokenizer_identity\" has unknown key \"{}\" (expected kind, sha256, vocab_size)", where, it.key());
   TokenizerIdentity identity;
   if (!json.contains("kind") || !json["kind"].is_string() ||
-      (json["kind"] != "bytes" && json["kind"] != "sentencepiece"))
-    fail("{}: \"tokenizer_identity\".kind is {}, expected \"bytes\" or \"sentencepiece\"", where,
+      (json["kind"] != "bytes" && json["kind"] != "sentencepiece" && json["kind"] != "huggingface"))
+    fail("{}: \"tokenizer_identity\".kind is {}, expected \"bytes\", \"sentencepiece\" or \"huggingface\"", where,
          json.contains("kind") ? json["kind"].dump() : std::string("missing"));
   identity.kind = json["kind"].get<std::string>();
-  const bool sentencepiece = identity.kind == "sentencepiece";
-  if (sentencepiece != json.contains("sha256"))
+  const bool file = identity.kind != "bytes";  // sentencepiece and huggingface tokenizers are files
+  if (file != json.contains("sha256"))
     fail("{}: \"tokenizer_identity\" of kind {} {} \"sha256\"", where, identity.kind,
-         sentencepiece ? "lacks" : "must not have");
-  if (sentencepiece) {
+         file ? "lacks" : "must not have");
+  if (file) {
     if (!json["sha256"].is_string() || !is_sha256_hex(json["sha256"].get<std::string>()))
       fail("{}: \"tokenizer_identity\".sha256 is {}, expected 64 lowercase hex digits", where, json["sha256"].dump());
     identity.sha256 = json["sha256"].get<std::string>();

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "data/token_dataset.h"
+#include "data/hf_tokenizer.h"
 #include "data/tokenizer.h"
 #include "interop/hf_tensor_map.h"
 
@@ -65,6 +66,25 @@ void write_sentencepiece_files(const std::string& model_path, const std::string&
                    {"clean_up_tokenization_spaces", false},
                    {"model_max_length", seq_length}});
   files.push_back("tokenizer.model");
+  files.push_back("tokenizer_config.json");
+}
+
+// tokenizer.json as it is, and a PreTrainedTokenizerFast config whose eos_token is moe4d's end of
+// document; no BOS is added (the file's post-processor, if any, still applies in HF's encode()).
+void write_hf_tokenizer_files(const std::string& path, const std::string& dir, int seq_length,
+                              std::vector<std::string>& files) {
+  const HfTokenizer tokenizer(path);
+  std::error_code ec;
+  fs::copy_file(path, dir + "/tokenizer.json", ec);
+  if (ec) fail("cannot copy {} to {}: {}", path, dir, ec.message());
+  write_json_file(dir + "/tokenizer_config.json", {{"tokenizer_class", "PreTrainedTokenizerFast"},
+                                                   {"add_bos_token", false},
+                                                   {"add_eos_token", false},
+                                                   {"bos_token", nullptr},
+                                                   {"eos_token", tokenizer.token(tokenizer.eos_id())},
+                                                   {"clean_up_tokenization_spaces", false},
+                                                   {"model_max_length", seq_length}});
+  files.push_back("tokenizer.json");
   files.push_back("tokenizer_config.json");
 }
 
@@ -192,6 +212,8 @@ HfExportResult export_hf(const HfExportOptions& options) {
     log_warn("the byte tokenizer (ids 0-255 = bytes, {} = end of document) has no Hugging Face tokenizer class; "
              "no tokenizer files written",
              tokenizer->eos_id());
+  else if (is_hf_tokenizer_file(spec))
+    write_hf_tokenizer_files(spec, tmp, m.seq_length, result.files);
   else
     write_sentencepiece_files(spec, tmp, m.seq_length, result.files);
   write_json_file(tmp + "/config.json", hf_config_json(m, result.arch, extras));

@@ -9,12 +9,16 @@
 //   model.safetensors              F32, metadata {"format": "pt"}; above max_shard_bytes instead
 //   model-0000i-of-0000N.safetensors + model.safetensors.index.json (as save_pretrained shards)
 //   tokenizer.model + tokenizer_config.json   for a sentencepiece tokenizer (LlamaTokenizer, no BOS
-//                                  added, eos_token = the end-of-document piece); the byte tokenizer
-//                                  has no HF equivalent and is not written (a warning says so)
+//                                  added, eos_token = the end-of-document piece);
+//   tokenizer.json + tokenizer_config.json    for a Hugging Face tokenizer (the file as it is,
+//                                  PreTrainedTokenizerFast, eos_token = moe4d's end of document); the byte
+//                                  tokenizer has no HF equivalent and is not written (a warning says so)
 // Import reads config.json and model.safetensors (or the index and its shards, any float dtype,
 // upcast to fp32) and writes a moe4d checkpoint at step 0: model.safetensors, state.json with the
-// config and the router biases (GLM-4-MoE's e_score_correction_bias, else zero). It has no
-// optimizer state: train from it with train.init_from.
+// config and the router biases (GLM-4-MoE's e_score_correction_bias, else zero), and the folder's
+// tokenizer (tokenizer.model, else tokenizer.json; a copy beside config.yaml as data.tokenizer and
+// one in the checkpoint, recorded in state.json). It has no optimizer state: train from it with
+// train.init_from.
 #pragma once
 
 #include <cstdint>
@@ -45,7 +49,8 @@ struct HfImportOptions {
   std::string input_dir;   // HF model folder
   std::string output;      // checkpoint root to create (step_00000000 inside)
   std::string train_data;  // data.train of the written config
-  std::string tokenizer;   // data.tokenizer of the written config; empty: input_dir/tokenizer.model if present
+  std::string tokenizer;   // data.tokenizer of the written config and the checkpoint's tokenizer; empty:
+                           // input_dir/tokenizer.model, else input_dir/tokenizer.json, if present (copied)
 };
 
 struct HfImportResult {

@@ -13,6 +13,7 @@
 #include "config/config_loader.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "data/tokenizer.h"
 #include "interop/hf_export.h"
 #include "interop/hf_tensor_map.h"
 #include "kernels/precision.h"
@@ -155,18 +156,35 @@ HfImportResult import_hf(const HfImportOptions& options) {
   std::string tokenizer = options.tokenizer;
   fs::create_directories(options.output, ec);
   if (ec) fail("cannot create {}: {}", options.output, ec.message());
-  if (tokenizer.empty() && fs::exists(dir + "/tokenizer.model")) {
-    tokenizer = options.output + "/tokenizer.model";
-    fs::copy_file(dir + "/tokenizer.model", tokenizer, ec);
-    if (ec) fail("cannot copy {}/tokenizer.model to {}: {}", dir, options.output, ec.message());
+  // The folder's tokenizer comes along: tokenizer.model (sentencepiece), else tokenizer.json (byte-level BPE).
+  for (const char* name : {"tokenizer.model", "tokenizer.json"}) {
+    if (!tokenizer.empty() || !fs::exists(dir + "/" + name)) continue;
+    const std::string source = dir + "/" + name;
+    try {
+      load_tokenizer(source);
+    } catch (const Error& e) {
+      fail("{} (pass --tokenizer to use another tokenizer)", e.what());
+    }
+    tokenizer = options.output + "/" + name;
+    fs::copy_file(source, tokenizer, ec);
+    if (ec) fail("cannot copy {} to {}: {}", source, options.output, ec.message());
   }
   config.data.tokenizer = tokenizer;
+  // ... and is the checkpoint's: a copy in it, recorded in state.json, as training checkpoints carry theirs.
+  nlohmann::json tokenizer_state = {{"spec", tokenizer}};
+  if (!tokenizer.empty() && tokenizer != "bytes") check_vocab_fits(load_tokenizer(tokenizer)->vocab_size(), m.vocab_size);
   const std::string root = fs::path(options.output).lexically_normal().string();
   config.train.init_from = root;
   config.checkpoint.dir = root + "/train";
   config.source = root + "/config.yaml";
 
   CheckpointWriter writer(root, 0);
+  if (!tokenizer.empty() && tokenizer != "bytes") {
+    const std::string absolute = fs::absolute(tokenizer).lexically_normal().string();
+    tokenizer_state = {{"spec", absolute},
+                       {"file", kCheckpointTokenizerFile},
+                       {"sha256", writer.add_file_copy(kCheckpointTokenizerFile, absolute)}};
+  }
   NamedTensors named;
   for (auto& [name, buffer] : values) named.emplace_back(name, Tensor::f32(buffer.f32(), shapes.at(name)));
   writer.add_safetensors("model.safetensors", named,
@@ -176,6 +194,7 @@ HfImportResult import_hf(const HfImportOptions& options) {
   writer.add_json("state.json", {{"step", 0},
                                  {"config", config_to_yaml(config)},
                                  {"router_bias", bias_json},
+                                 {"tokenizer", tokenizer_state},
                                  {"imported_from", {{"format", "hf"},
                                                     {"architecture", hf_architecture_name(imported.arch)},
                                                     {"eos_token_id", imported.eos_token_id}}}});

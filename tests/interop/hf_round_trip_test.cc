@@ -9,10 +9,12 @@
 
 #include <gtest/gtest.h>
 
+#include "../common/hf_tokenizer_fixture.h"
 #include "checkpoint/checkpoint.h"
 #include "config/config_loader.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "data/tokenizer_identity.h"
 #include "interop/hf_export.h"
 #include "interop/hf_tensor_map.h"
 
@@ -121,6 +123,45 @@ TEST_F(HfRoundTripTest, ShardedExportThenImportIsBitIdentical) {
   const Config written = load_config(im.config_path);
   EXPECT_EQ(written.train.init_from, fs::path(root_ + "/imported").lexically_normal().string());
   EXPECT_EQ(written.checkpoint.dir, fs::path(root_ + "/imported/train").lexically_normal().string());
+}
+
+TEST_F(HfRoundTripTest, TokenizerJsonTravelsThroughExportAndImport) {
+  Config config = mixtral_config();
+  config.model.vocab_size = 264;  // the fixture's 263 ids, padded
+  const std::string tokenizer = root_ + "/tokenizer.json";
+  test::write_json(tokenizer, test::tiny_hf_tokenizer());
+  config.data.tokenizer = tokenizer;
+  export_hf({.checkpoint = write_checkpoint(config), .output_dir = root_ + "/hf"});
+  EXPECT_TRUE(fs::exists(root_ + "/hf/tokenizer.json"));
+  const nlohmann::json tokenizer_config = read_json(root_ + "/hf/tokenizer_config.json");
+  EXPECT_EQ(tokenizer_config["tokenizer_class"], "PreTrainedTokenizerFast");
+  EXPECT_EQ(tokenizer_config["eos_token"], "<|endoftext|>");
+  EXPECT_EQ(read_json(root_ + "/hf/config.json")["eos_token_id"], 260);
+
+  // Import brings it along: beside the config as data.tokenizer, and in the checkpoint.
+  const HfImportResult im =
+      import_hf({.input_dir = root_ + "/hf", .output = root_ + "/imported", .train_data = "train.bin"});
+  EXPECT_EQ(im.config.data.tokenizer, root_ + "/imported/tokenizer.json");
+  const TokenizerIdentity identity = tokenizer_identity_of(tokenizer);
+  EXPECT_EQ(identity.kind, "huggingface");
+  EXPECT_EQ(tokenizer_identity_of(im.config.data.tokenizer), identity);
+  const Checkpoint back = Checkpoint::open(im.checkpoint_path);
+  ASSERT_TRUE(back.has_file(kCheckpointTokenizerFile));
+  EXPECT_EQ(tokenizer_identity_of(back.file_path(kCheckpointTokenizerFile)), identity);
+  EXPECT_EQ(back.json("state.json")["tokenizer"]["sha256"], identity.sha256);
+
+  // A tokenizer.json moe4d cannot read is refused in one line naming its model type.
+  nlohmann::json wordpiece = test::tiny_hf_tokenizer();
+  wordpiece["model"]["type"] = "WordPiece";
+  test::write_json(root_ + "/hf/tokenizer.json", wordpiece);
+  try {
+    import_hf({.input_dir = root_ + "/hf", .output = root_ + "/imported2", .train_data = "train.bin"});
+    ADD_FAILURE() << "expected a refusal";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("model type WordPiece is not supported"), std::string::npos) << message;
+    EXPECT_NE(message.find("--tokenizer"), std::string::npos) << message;
+  }
 }
 
 TEST_F(HfRoundTripTest, QueryRowsArePermutedFromPairsToHalves) {
