@@ -345,6 +345,8 @@ void Trainer::run() {
     const bool traced = tracer_ && tracer_->traces(step_ + 1);
     if (traced) tracer_->begin_step(step_ + 1, *model_, zero_hooks_.get());
     StepResult r = train_step();
+    poll_checkpoint();  // commits an asynchronous save whose writes have all ended
+    if (!checkpoint_record_.is_null()) r.record["checkpoints"] = std::exchange(checkpoint_record_, nullptr);
     const int eval_every = config_.train.eval_interval;
     if (eval_every > 0 && (step_ % eval_every == 0 || step_ == total) && valid_data_) {
       const auto eval_start = Clock::now();
@@ -395,6 +397,11 @@ void Trainer::run() {
     }
     if (traced) tracer_->end_step(*model_, zero_hooks_.get());
     if (stop_flags[1]) {
+      try {
+        finish_checkpoint();
+      } catch (const Error& e) {
+        checkpoint_error = e.what();
+      }
       const std::string what = metrics_error.empty() ? "the metrics file could not be written on rank 0" : metrics_error;
       std::string saved = "checkpoint written: " + last_checkpoint_ + " (continue with --resume)";
       if (!checkpoint_error.empty()) saved = "the checkpoint could not be written either: " + checkpoint_error;
@@ -407,6 +414,7 @@ void Trainer::run() {
       break;
     }
   }
+  finish_checkpoint();  // a stop, --exit-after and the end of the run wait for the save in flight
   if (tracer_) tracer_->finish();
 }
 
