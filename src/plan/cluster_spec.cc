@@ -55,6 +55,7 @@ void ClusterSpec::validate(const std::string& source) const {
   if (devices_per_node <= 0) fail("{}: devices_per_node must be a positive integer, got {}", source, devices_per_node);
   if (device.memory_bytes <= 0) fail("{}: device.memory_gib must be positive", source);
   if (device.memory_bandwidth <= 0) fail("{}: device.memory_bandwidth_gbps must be positive", source);
+  if (!(storage_write_bandwidth >= 0)) fail("{}: storage.write_bandwidth_gbps must be positive", source);
   for (int p = 0; p < kNumPrecisions; ++p) {
     const char* name = precision_name(static_cast<Precision>(p));
     // fp32 is required; a 16-bit precision the device cannot run has peak 0 (and no curve).
