@@ -345,7 +345,11 @@ void Trainer::run() {
     const bool traced = tracer_ && tracer_->traces(step_ + 1);
     if (traced) tracer_->begin_step(step_ + 1, *model_, zero_hooks_.get());
     StepResult r = train_step();
-    poll_checkpoint();  // commits an asynchronous save whose writes have all ended
+    const int interval = config_.checkpoint.interval;
+    const bool save_scheduled = (interval > 0 && step_ % interval == 0) || step_ == total || step_ == stop;
+    // Commits an asynchronous save whose writes have all ended, or waits for it when this step saves
+    // again, so that its figures reach this step's record.
+    poll_checkpoint(save_scheduled && !config_.checkpoint.dir.empty());
     if (!checkpoint_record_.is_null()) r.record["checkpoints"] = std::exchange(checkpoint_record_, nullptr);
     const int eval_every = config_.train.eval_interval;
     if (eval_every > 0 && (step_ % eval_every == 0 || step_ == total) && valid_data_) {
@@ -375,10 +379,9 @@ void Trainer::run() {
     int stop_flags[2] = {options_.stop_signal ? options_.stop_signal->load() : 0, metrics_error.empty() ? 0 : 1};
     pc_.world->all_reduce(stop_flags, 2, DType::kI32, ReduceOp::kMax);
     const bool stopping = stop_flags[0] != 0 || stop_flags[1] != 0;
-    const int interval = config_.checkpoint.interval;
     // The last step of the run (train.steps, --exit-after, a signal, a metrics failure) always
     // checkpoints, whatever checkpoint.interval says.
-    const bool checkpoint_due = (interval > 0 && step_ % interval == 0) || step_ == total || step_ == stop || stopping;
+    const bool checkpoint_due = save_scheduled || stopping;
     std::string checkpoint_error;
     if (!config_.checkpoint.dir.empty() && checkpoint_due) {
       const auto save_start = Clock::now();

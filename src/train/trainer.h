@@ -29,8 +29,8 @@
 #include "data/token_dataset.h"
 #include "model/param_store.h"
 #include "model/transformer.h"
-#include "train/fault_injector.h"
 #include "train/async_checkpoint.h"
+#include "train/fault_injector.h"
 #include "train/grad_sync.h"
 #include "train/loss_scaler.h"
 #include "train/metrics.h"
@@ -222,8 +222,9 @@ class Trainer {
   nlohmann::json checkpoint_record_;
   void commit_sharded_save();  // collective
   // At a step boundary: commits the asynchronous save in flight if every rank's write has ended
-  // (one all-reduce while a save is in flight; nothing otherwise).
-  void poll_checkpoint();
+  // (one all-reduce while a save is in flight; nothing otherwise), or after waiting for it with
+  // `wait` (the same on every rank).
+  void poll_checkpoint(bool wait);
   void record_checkpoint(int64_t step, bool async, double blocked_s, double total_s, uint64_t staging_bytes);
   // Expert replication (trainer_replication.cc, docs/expert_replication.md): the replica placement of
   // every MoE layer (each rank computes all of them from the all-reduced load, so they agree and rank

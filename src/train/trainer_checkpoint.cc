@@ -348,8 +348,9 @@ void Trainer::finish_checkpoint() {
   if (sharded_save_.pending) commit_sharded_save();
 }
 
-void Trainer::poll_checkpoint() {
+void Trainer::poll_checkpoint(bool wait) {
   if (!sharded_save_.pending) return;
+  if (wait) return commit_sharded_save();
   int done = !shard_writer_.in_flight() || shard_writer_.finished() ? 1 : 0;
   pc_.world->all_reduce(&done, 1, DType::kI32, ReduceOp::kMin);
   if (done) commit_sharded_save();
