@@ -13,6 +13,9 @@ shift
 MPIEXEC=("$@")
 source "$(dirname "$0")/../cli/safety/common.sh" "$moe4d_bin"
 LIMIT_KB=${LIMIT_KB:-500000}
+# AddressSanitizer (scripts/test.sh --sanitize) maps terabytes of shadow memory and cannot start under
+# a data limit: skipped there (exit 77, CTest's SKIP_RETURN_CODE).
+if ldd "$MOE4D" 2>/dev/null | grep -q libasan; then echo "skipped: a sanitizer build cannot run under ulimit -d"; exit 77; fi
 
 make_corpus corpus bytes
 cat > big.yaml <<'YAML'
