@@ -6,7 +6,7 @@
 // checkpoint of the same state holds the same values as the sharded one.
 //   TwoRanks*:   DP2 -> DP2 (exact), TP2, EP2, PP2, ZeRO-3 DP2, DP1; ZeRO-3 DP2 -> EP2 ZeRO-1, DP1.
 //   EightRanks*: EP2 x TP2 x PP2 with ZeRO-1 (4-D grid, DP 1) -> one rank.
-// checkpoint.async: a save in flight while training changes the parameters holds its step's state
+// checkpoint.async (ZeRO-1 and ZeRO-3): a save in flight while training changes the parameters holds its step's state
 // (byte-identical to a synchronous save of that step), exists only once committed, and resumes
 // exactly; run() commits at step boundaries, waits at its end and records every save.
 #include <gtest/gtest.h>
@@ -258,44 +258,48 @@ std::map<std::string, std::string> manifest_files(const std::string& root, int64
 }
 
 TEST_F(ShardedCheckpoint, TwoRanksAsyncSaveHoldsTheStateOfItsStepAndAppearsOnlyWhenCommitted) {
-  const std::string async_dir = shared_.file("async"), sync_dir = shared_.file("sync");
-  const Layout layout{.dp = 2, .zero = 1};
-  std::vector<double> continued;
-  {
-    Config c = config(layout, async_dir);
-    c.checkpoint.async = true;
-    auto pc = context(c);
-    Trainer trainer(c, *pc, quiet());
-    losses(trainer, kSaveAt);
-    // The writer thread sleeps first: the steps below change the parameters and moments while the
-    // save is in flight, so only a staged copy writes step kSaveAt's state.
-    set_background_write_delay_for_tests(0.5);
-    trainer.save_checkpoint();
-    continued = losses(trainer, kSteps - kSaveAt);
-    EXPECT_FALSE(std::filesystem::exists(async_dir + "/" + checkpoint_dir_name(kSaveAt)))
-        << "an asynchronous save must not appear before it is committed";
-    MPI_Barrier(MPI_COMM_WORLD);
-    trainer.finish_checkpoint();
-    set_background_write_delay_for_tests(0);
-    EXPECT_EQ(trainer.last_checkpoint(), async_dir + "/" + checkpoint_dir_name(kSaveAt));
-  }
-  {
-    const Config c = config(layout, sync_dir);
-    auto pc = context(c);
-    Trainer trainer(c, *pc, quiet());
-    losses(trainer, kSaveAt);
-    trainer.save_checkpoint();
-  }
-  if (world_rank() == 0) {
-    const auto a = manifest_files(async_dir, kSaveAt), b = manifest_files(sync_dir, kSaveAt);
-    for (const char* file : {"rank_00000.safetensors", "rank_00001.safetensors", "index.json"}) {
-      ASSERT_TRUE(a.count(file) && b.count(file)) << file;
-      EXPECT_EQ(a.at(file), b.at(file)) << file << ": the asynchronous save differs from the synchronous one";
+  // ZeRO-1 stages the flat values and the moment shards; ZeRO-3 the value and moment shards.
+  for (const Layout& layout : {Layout{.dp = 2, .zero = 1}, Layout{.dp = 2, .zero = 3}}) {
+    SCOPED_TRACE(layout.name());
+    const std::string async_dir = shared_.file(fmt::format("async-zero{}", layout.zero));
+    const std::string sync_dir = shared_.file(fmt::format("sync-zero{}", layout.zero));
+    std::vector<double> continued;
+    {
+      Config c = config(layout, async_dir);
+      c.checkpoint.async = true;
+      auto pc = context(c);
+      Trainer trainer(c, *pc, quiet());
+      losses(trainer, kSaveAt);
+      // The writer thread sleeps first: the steps below change the parameters and moments while the
+      // save is in flight, so only a staged copy writes step kSaveAt's state.
+      set_background_write_delay_for_tests(0.5);
+      trainer.save_checkpoint();
+      continued = losses(trainer, kSteps - kSaveAt);
+      EXPECT_FALSE(std::filesystem::exists(async_dir + "/" + checkpoint_dir_name(kSaveAt)))
+          << "an asynchronous save must not appear before it is committed";
+      MPI_Barrier(MPI_COMM_WORLD);
+      trainer.finish_checkpoint();
+      set_background_write_delay_for_tests(0);
+      EXPECT_EQ(trainer.last_checkpoint(), async_dir + "/" + checkpoint_dir_name(kSaveAt));
     }
+    {
+      const Config c = config(layout, sync_dir);
+      auto pc = context(c);
+      Trainer trainer(c, *pc, quiet());
+      losses(trainer, kSaveAt);
+      trainer.save_checkpoint();
+    }
+    if (world_rank() == 0) {
+      const auto a = manifest_files(async_dir, kSaveAt), b = manifest_files(sync_dir, kSaveAt);
+      for (const char* file : {"rank_00000.safetensors", "rank_00001.safetensors", "index.json"}) {
+        ASSERT_TRUE(a.count(file) && b.count(file)) << file;
+        EXPECT_EQ(a.at(file), b.at(file)) << file << ": the asynchronous save differs from the synchronous one";
+      }
+    }
+    expect_sharded_layout(async_dir, 2);
+    expect_resume(layout, async_dir, continued, /*exact=*/true);
+    expect_resume(Layout{.tp = 2}, async_dir, continued, false);
   }
-  expect_sharded_layout(async_dir, 2);
-  expect_resume(layout, async_dir, continued, /*exact=*/true);
-  expect_resume(Layout{.tp = 2}, async_dir, continued, false);
 }
 
 TEST_F(ShardedCheckpoint, TwoRanksAsyncRunCommitsRecordsAndWaitsAtTheEnd) {
