@@ -6,9 +6,10 @@
 // checkpoint of the same state holds the same values as the sharded one.
 //   TwoRanks*:   DP2 -> DP2 (exact), TP2, EP2, PP2, ZeRO-3 DP2, DP1; ZeRO-3 DP2 -> EP2 ZeRO-1, DP1.
 //   EightRanks*: EP2 x TP2 x PP2 with ZeRO-1 (4-D grid, DP 1) -> one rank.
-// checkpoint.async (ZeRO-1 and ZeRO-3): a save in flight while training changes the parameters holds its step's state
-// (byte-identical to a synchronous save of that step), exists only once committed, and resumes
-// exactly; run() commits at step boundaries, waits at its end and records every save.
+// checkpoint.async (ZeRO-1 and ZeRO-3): a save in flight while training changes the parameters
+// holds its step's state (byte-identical to a synchronous save of that step), exists only once
+// committed, and resumes exactly; run() commits at step boundaries, waits at its end and records
+// every save.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
