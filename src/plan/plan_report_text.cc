@@ -157,8 +157,12 @@ static std::string checkpoint_text(const PlanContext& ctx, const Evaluation& e) 
   else
     out += fmt::format("; written in {:.2f} s at {:g} GB/s{}", c.write_seconds, ctx.cluster.storage_write_bandwidth / 1e9,
                        full ? " (one writer: rank 0 after gathering)" : "");
-  if (!std::isnan(c.blocked_seconds)) out += fmt::format("; step loop blocked {:.3f} s per save", c.blocked_seconds);
-  if (!std::isnan(c.interval_share)) out += fmt::format(", {:.2f}% of the training time", 100 * c.interval_share);
+  // Without the write time an asynchronous save's blocked time is its copy alone: a lower bound.
+  const char* bound = std::isnan(c.write_seconds) ? "at least " : "";
+  if (!std::isnan(c.blocked_seconds))
+    out += fmt::format("; step loop blocked {}{:.3f} s per save", bound, c.blocked_seconds);
+  if (!std::isnan(c.interval_share))
+    out += fmt::format(", {}{:.2f}% of the training time", bound, 100 * c.interval_share);
   if (s.checkpoint_async) out += fmt::format("; staging {} per device (in the memory above)", bytes_text(c.staging_bytes));
   return out + "\n";
 }

@@ -10,6 +10,7 @@
 #include "plan/cluster_yaml.h"
 #include "plan/memory_model.h"
 #include "plan/param_count.h"
+#include "plan/planner.h"
 #include "plan_test_util.h"
 
 namespace moe4d {
@@ -85,6 +86,29 @@ inter_node: {nic_bandwidth_gbps: 1, latency_us: 10}
     error = e.what();
   }
   EXPECT_EQ(error, "box.yaml: storage.write_bandwidth_gbps must be positive");
+}
+
+// moe4d plan --save-interval / --async-save: any model, presets included, gets the checkpoint line,
+// and the staging buffer joins the memory; a negative interval is refused.
+TEST(CheckpointModel, PlanFlagsSetTheIntervalAndAsyncSaves) {
+  PlanRequest r;
+  r.model = "mixtral-8x7b";
+  r.cluster = "dgx-h100";
+  r.explain = 1;
+  EXPECT_EQ(run_plan(r).find("\ncheckpoint ("), std::string::npos);  // nothing stated: no line
+  r.save_interval = 500;
+  r.async_save = true;
+  const std::string out = run_plan(r);
+  EXPECT_NE(out.find("\ncheckpoint (sharded, async, every 500 steps): "), std::string::npos) << out;
+  EXPECT_NE(out.find("  checkpoint staging "), std::string::npos) << out;
+  r.save_interval = -1;
+  std::string error;
+  try {
+    run_plan(r);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  EXPECT_EQ(error, "--save-interval -1: expected a number of steps >= 0");
 }
 
 }  // namespace
