@@ -4,7 +4,7 @@
 # machine: the benchmarks compare against this machine's own GEMM peak and raw MPI, measured in the
 # same run, but other work on the cores still shows up as noise.
 #
-# usage: scripts/bench.sh [name ...]   names: train comm scaling moe pipeline zero precision plan data launch
+# usage: scripts/bench.sh [name ...]   names: train comm scaling moe pipeline zero precision plan data launch checkpoint
 #        (default: all; the planner's calibration is separate: bench/calibrate/calibrate.sh)
 set -euo pipefail
 
@@ -39,11 +39,12 @@ bench() {
     plan) run plan_search "$B/plan/plan_search_bench" ;;
     data) run shard_verify "$B/data/shard_verify_bench" --mib=512 ;;
     launch) run launch "$ROOT/bench/launch/launch_bench.sh" "$ROOT/build" 3 ;;
-    *) echo "bench.sh: unknown benchmark '$1' (expected train comm scaling moe pipeline zero precision plan data launch)" >&2
+    checkpoint) run checkpoint mpi 4 "$B/checkpoint/checkpoint_bench" --config=tiny --seq=64 --steps=6 --zero=1 ;;
+    *) echo "bench.sh: unknown benchmark '$1' (expected train comm scaling moe pipeline zero precision plan data launch checkpoint)" >&2
        exit 2 ;;
   esac
 }
 
 names=("$@")
-[[ ${#names[@]} -gt 0 ]] || names=(train comm scaling moe pipeline zero precision plan data launch)
+[[ ${#names[@]} -gt 0 ]] || names=(train comm scaling moe pipeline zero precision plan data launch checkpoint)
 for n in "${names[@]}"; do bench "$n"; done

@@ -31,6 +31,7 @@
 
 #include "../../tests/common/temp_dir.h"
 #include "../common/bench_configs.h"
+#include "../common/process_memory.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi/mpi_runtime.h"
 #include "config/config_loader.h"
@@ -43,6 +44,8 @@ namespace {
 
 using moe4d::Config;
 using nlohmann::json;
+using moe4d::bench::reset_peak_rss;
+using moe4d::bench::status_bytes;
 
 struct Args {
   std::string config = std::string(MOE4D_SOURCE_DIR) + "/configs/tiny.yaml";
@@ -92,23 +95,6 @@ Args parse(int argc, char** argv) {
     }
   }
   return a;
-}
-
-// VmRSS / VmHWM of this process in bytes (/proc/self/status).
-double status_bytes(const char* key) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  const size_t n = std::strlen(key);
-  while (std::getline(in, line))
-    if (line.compare(0, n, key) == 0) return std::stod(line.substr(n + 1)) * 1024.0;
-  return 0;
-}
-
-// Resets the high-water mark of the resident set to the current resident set (Linux >= 4.0).
-bool reset_peak_rss() {
-  std::ofstream out("/proc/self/clear_refs");
-  out << "5";
-  return bool(out);
 }
 
 // The planner's memory model for this run: one device of stage 0, fp32, no reserve.

@@ -23,7 +23,8 @@ void add_plan_command(CLI::App& app) {
     int explain = 0;
     double expert_imbalance = 1;
     int redundant_experts = 0;
-    bool show_rejected = false;
+    int save_interval = 0;
+    bool show_rejected = false, async_save = false;
   };
   auto flags = std::make_shared<Flags>();
   cmd->add_option("MODEL", flags->model,
@@ -55,7 +56,13 @@ void add_plan_command(CLI::App& app) {
       "--redundant-experts", flags->redundant_experts,
       "replica slots per MoE layer for hot experts (moe.redundant_experts; needs --expert-imbalance): the busiest EP "
       "device's share, memory and transfer are planned with them");
-  cmd->callback([flags, global_batch, seq_length, explain, imbalance, redundant] {
+  CLI::Option* save_interval = cmd->add_option(
+      "--save-interval", flags->save_interval,
+      "steps between checkpoints (checkpoint.interval; default: MODEL's): the report gives each save's blocked time "
+      "and its share of the training time");
+  cmd->add_flag("--async-save", flags->async_save,
+                "plan sharded asynchronous checkpoints (checkpoint.async): the staging buffer is part of the memory");
+  cmd->callback([flags, global_batch, seq_length, explain, imbalance, redundant, save_interval] {
     PlanRequest request;
     request.model = flags->model;
     request.cluster = flags->cluster;
@@ -74,6 +81,8 @@ void add_plan_command(CLI::App& app) {
     request.explain = flags->explain;
     if (imbalance->count() > 0) request.expert_imbalance = flags->expert_imbalance;
     if (redundant->count() > 0) request.redundant_experts = flags->redundant_experts;
+    if (save_interval->count() > 0) request.save_interval = flags->save_interval;
+    request.async_save = flags->async_save;
     const std::string out = run_plan(request);
     std::fwrite(out.data(), 1, out.size(), stdout);
   });

@@ -180,6 +180,7 @@ struct CheckpointConfig {
   int interval = 0;  // steps between checkpoints (0: only at the end)
   int keep = 2;      // most recent checkpoints kept
   double timeout = 600.0;  // seconds the ranks wait for rank 0's checkpoint write (not collective_timeout)
+  bool async = false;      // sharded only: stage a copy, write it in the background while training continues
 
   bool operator==(const CheckpointConfig&) const = default;
 };

@@ -566,12 +566,13 @@ Config parse_config(const std::string& yaml_text, const std::string& source_name
   data.read("tokenizer", config.data.tokenizer);
   data.read("format", config.data.format);
 
-  Section checkpoint = top.section("checkpoint", {"dir", "interval", "keep", "timeout", "format"});
+  Section checkpoint = top.section("checkpoint", {"dir", "interval", "keep", "timeout", "format", "async"});
   checkpoint.read("dir", config.checkpoint.dir);
   checkpoint.read_enum("format", kCheckpointFormatNames, config.checkpoint.format);
   checkpoint.read("interval", config.checkpoint.interval);
   checkpoint.read("keep", config.checkpoint.keep);
   checkpoint.read("timeout", config.checkpoint.timeout);
+  checkpoint.read("async", config.checkpoint.async);
 
   validate(config, reader);
   resolve_defaults(config.model);

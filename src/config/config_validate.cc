@@ -215,6 +215,9 @@ void validate(const Config& c, const ConfigReader& r) {
   non_negative("checkpoint.interval", c.checkpoint.interval);
   r.require(c.checkpoint.timeout > 0 && std::isfinite(c.checkpoint.timeout), "checkpoint.timeout",
             "a positive number of seconds", str(c.checkpoint.timeout));
+  // Only a sharded save has per-rank files a background thread can write; a full save gathers.
+  r.require(!c.checkpoint.async || c.checkpoint.format == CheckpointFormat::kSharded, "checkpoint.async",
+            "false unless checkpoint.format is sharded (an asynchronous save writes per-rank shards)", "true");
 }
 
 }  // namespace moe4d::config_detail

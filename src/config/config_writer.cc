@@ -128,7 +128,7 @@ std::string config_to_yaml(const Config& c) {
   out << YAML::EndMap << YAML::Key << "checkpoint" << YAML::Value << YAML::BeginMap;
   put("dir", c.checkpoint.dir)("interval", c.checkpoint.interval)("keep", c.checkpoint.keep);
   put("timeout", c.checkpoint.timeout);
-  put("format", name_of(kCheckpointFormatNames, c.checkpoint.format));
+  put("format", name_of(kCheckpointFormatNames, c.checkpoint.format))("async", c.checkpoint.async);
   out << YAML::EndMap << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }

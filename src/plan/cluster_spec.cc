@@ -59,6 +59,7 @@ void ClusterSpec::validate(const std::string& source) const {
   if (device.compute_units < 0) fail("{}: device.compute_units must be >= 0, got {}", source, device.compute_units);
   if (device.speed_variation < 0 || device.speed_variation >= 1)
     fail("{}: device.speed_variation must be in [0, 1), got {}", source, device.speed_variation);
+  if (!(storage_write_bandwidth >= 0)) fail("{}: storage.write_bandwidth_gbps must be positive", source);
   for (int p = 0; p < kNumPrecisions; ++p) {
     const char* name = precision_name(static_cast<Precision>(p));
     // fp32 is required; a 16-bit precision the device cannot run has peak 0 (and no curve).

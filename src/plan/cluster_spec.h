@@ -104,6 +104,9 @@ struct ClusterSpec {
   // Memory kept free on every device (runtime context, allocator fragmentation), as a fraction of
   // device memory; the planner admits a layout only if its parts fit in the rest.
   double memory_reserve_fraction = 0.05;
+  // storage.write_bandwidth_gbps: the checkpoint file system's aggregate write bandwidth (bytes/s,
+  // all writers together); 0: not stated (the report then gives no save times).
+  double storage_write_bandwidth = 0;
   // Measured collectives by [tier][collective], sorted by ranks, then min_bytes; empty: use the link model.
   std::array<std::array<std::vector<CollectiveSample>, kNumCollectives>, 2> measured;
 

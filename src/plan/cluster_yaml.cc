@@ -105,6 +105,13 @@ ClusterSpec parse_cluster_yaml(const std::string& yaml_text, const std::string& 
   c.inter.latency = inter.number("latency_us") * kUs;
   inter.finish();
 
+  if (root.has("storage")) {
+    YamlMap storage = root.map("storage");
+    c.storage_write_bandwidth = storage.number("write_bandwidth_gbps") * kGB;
+    if (c.storage_write_bandwidth <= 0) fail("{}: storage.write_bandwidth_gbps must be positive", source);
+    storage.finish();
+  }
+
   if (root.has("collectives")) {
     YamlMap tiers = root.map("collectives");
     for (int tier = 0; tier < 2; ++tier) {
@@ -174,6 +181,9 @@ std::string cluster_to_yaml(const ClusterSpec& c) {
   out << YAML::Key << "nic_bandwidth_gbps" << YAML::Value << num(c.inter.nic_bandwidth / kGB);
   out << YAML::Key << "latency_us" << YAML::Value << num(c.inter.latency / kUs);
   out << YAML::EndMap;
+  if (c.storage_write_bandwidth > 0)
+    out << YAML::Key << "storage" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "write_bandwidth_gbps"
+        << YAML::Value << num(c.storage_write_bandwidth / kGB) << YAML::EndMap;
   bool any_measured = false;
   for (const auto& tier : c.measured)
     for (const auto& table : tier) any_measured = any_measured || !table.empty();

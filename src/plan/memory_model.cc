@@ -181,6 +181,7 @@ MemoryBreakdown stage_memory(const ModelConfig& m, const TrainingSetup& setup, c
   }
   // ZeRO 0/1 compressed: the kMaxInFlight 16-bit staging buckets of the all-reduce.
   if (z < 2 && setup.grad_compression != GradCompression::kNone) mem.comm_buffers += 2 * bucket * setup.grad_reduce_bytes();
+  if (setup.checkpoint_async) mem.checkpoint_staging = 12 * sharded(true);
   mem.reserve = cluster.memory_reserve_fraction * cluster.device.memory_bytes;
   return mem;
 }

@@ -37,6 +37,9 @@
 //    with compressed gradients two 16-bit staging buckets.
 //  The sum is the peak of a step (what the fit decision compares with the device), not the state
 //  held between steps.
+//  * checkpoint staging (checkpoint.async): the fp32 values and both AdamW moments of the slices the
+//    device writes (its ZeRO slice of its block, in every ZeRO stage: train/checkpoint_shards.h),
+//    12 bytes per element, held from one save to its commit (plan/checkpoint_model.h).
 //  * reserve: ClusterSpec::memory_reserve_fraction of the device.
 // Pure functions; a layout's peak is the maximum over its pipeline stages (LayoutEvaluator::memory).
 #pragma once
@@ -59,13 +62,14 @@ struct MemoryBreakdown {
   double activations = 0;   // saved for backward, all micro-batches in flight
   double workspace = 0;
   double comm_buffers = 0;
+  double checkpoint_staging = 0;  // checkpoint.async: a copy of the values and moments this device saves
   double reserve = 0;
   int stage = 0;            // pipeline stage these numbers are for
 
   double state() const { return weights + weights16 + gradients + optimizer; }
   double total() const {
     return weights + weights16 + gradients + optimizer + zero3_gather + grad_buckets + activations + workspace +
-           comm_buffers + reserve;
+           comm_buffers + checkpoint_staging + reserve;
   }
 };
 

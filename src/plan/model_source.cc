@@ -21,6 +21,9 @@ TrainingSetup setup_from_config(const Config& config) {
   s.grad_bucket_size = config.parallel.grad_bucket_size;
   s.zero3_prefetch_buckets = config.parallel.zero3_prefetch_buckets;
   s.overlap_grad_reduce = config.parallel.overlap_grad_reduce;
+  s.checkpoint_format = config.checkpoint.format;
+  s.checkpoint_async = config.checkpoint.async;
+  s.checkpoint_interval = config.checkpoint.dir.empty() ? 0 : config.checkpoint.interval;
   return s;
 }
 

@@ -1,5 +1,6 @@
 // plan/plan_report_json.cc — the JSON forms of the planner's output (raw SI units).
 #include "plan/bottleneck.h"
+#include "plan/checkpoint_model.h"
 #include "plan/param_count.h"
 #include "plan/plan_report.h"
 #include "plan/ranking.h"
@@ -72,6 +73,7 @@ nlohmann::json evaluation_json(const PlanContext& ctx, const Evaluation& e) {
         {"activations_bytes", m.activations},
         {"workspace_bytes", m.workspace},
         {"comm_buffers_bytes", m.comm_buffers},
+        {"checkpoint_staging_bytes", m.checkpoint_staging},
         {"reserve_bytes", m.reserve}}},
       {"bottleneck", describe_bottleneck(ctx, e)}};
   if (t.step > 0) {
@@ -94,6 +96,16 @@ nlohmann::json evaluation_json(const PlanContext& ctx, const Evaluation& e) {
                    {"exposed_comm_seconds", t.communication()},
                    {"critical_stage", t.critical_stage}};
     out["stages"] = stage_times_json(ctx, e);
+    const CheckpointCost c = checkpoint_cost(ctx, e);
+    // NaN (unknown: no storage bandwidth, no interval) is written as null.
+    out["checkpoint"] = {{"format", ctx.setup.checkpoint_format == CheckpointFormat::kFull ? "full" : "sharded"},
+                         {"async", ctx.setup.checkpoint_async},
+                         {"interval_steps", ctx.setup.checkpoint_interval},
+                         {"bytes", c.bytes},
+                         {"staging_bytes_per_device", c.staging_bytes},
+                         {"write_seconds", c.write_seconds},
+                         {"blocked_seconds_per_save", c.blocked_seconds},
+                         {"interval_share", c.interval_share}};
     out["tokens_per_second"] = e.tokens_per_second;
     out["mfu"] = e.mfu;
     const Placement& p = e.placement;

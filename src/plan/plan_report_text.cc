@@ -1,7 +1,10 @@
 // plan/plan_report_text.cc — the text forms of the planner's output.
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "plan/bottleneck.h"
+#include "plan/checkpoint_model.h"
 #include "plan/param_count.h"
 #include "plan/plan_report.h"
 #include "plan/ranking.h"
@@ -137,6 +140,33 @@ std::string format_rejected(const SearchResult& r) {
   return out;
 }
 
+// The checkpoint line of format_explain (plan/checkpoint_model.h): only for a run that states
+// something about checkpoints (a config's interval or async, a cluster's storage bandwidth).
+static std::string checkpoint_text(const PlanContext& ctx, const Evaluation& e) {
+  const TrainingSetup& s = ctx.setup;
+  if (!s.checkpoint_async && s.checkpoint_interval == 0 && ctx.cluster.storage_write_bandwidth == 0) return "";
+  const CheckpointCost c = checkpoint_cost(ctx, e);
+  const bool full = s.checkpoint_format == CheckpointFormat::kFull;
+  std::string out = fmt::format("\ncheckpoint ({}{}, {}): {} per save", full ? "full" : "sharded",
+                                s.checkpoint_async ? ", async" : "",
+                                s.checkpoint_interval > 0 ? fmt::format("every {} steps", s.checkpoint_interval)
+                                                          : std::string("at the end only"),
+                                bytes_text(c.bytes));
+  if (std::isnan(c.write_seconds))
+    out += "; write time unknown (the cluster states no storage.write_bandwidth_gbps)";
+  else
+    out += fmt::format("; written in {:.2f} s at {:g} GB/s{}", c.write_seconds, ctx.cluster.storage_write_bandwidth / 1e9,
+                       full ? " (one writer: rank 0 after gathering)" : "");
+  // Without the write time an asynchronous save's blocked time is its copy alone: a lower bound.
+  const char* bound = std::isnan(c.write_seconds) ? "at least " : "";
+  if (!std::isnan(c.blocked_seconds))
+    out += fmt::format("; step loop blocked {}{:.3f} s per save", bound, c.blocked_seconds);
+  if (!std::isnan(c.interval_share))
+    out += fmt::format(", {}{:.2f}% of the training time", bound, 100 * c.interval_share);
+  if (s.checkpoint_async) out += fmt::format("; staging {} per device (in the memory above)", bytes_text(c.staging_bytes));
+  return out + "\n";
+}
+
 std::string format_explain(const PlanContext& ctx, const Evaluation& e) {
   const Layout& l = e.layout;
   const MemoryBreakdown& m = e.memory;
@@ -163,6 +193,7 @@ std::string format_explain(const PlanContext& ctx, const Evaluation& e) {
                       schedule_text(l)));
   mem_row("backward workspace", m.workspace, "one layer's gradients (+ its recompute)");
   mem_row("communication buffers", m.comm_buffers, "");
+  if (m.checkpoint_staging > 0) mem_row("checkpoint staging", m.checkpoint_staging, "checkpoint.async: its share, 12 B/element");
   mem_row("reserve", m.reserve, fmt::format("{:.0f}% of the device", 100 * ctx.cluster.memory_reserve_fraction));
   if (l.pp > 1) {
     // The busiest stage decides the fit; the mean says how unevenly the stages are loaded.
@@ -206,6 +237,7 @@ std::string format_explain(const PlanContext& ctx, const Evaluation& e) {
                fmt::format("slowest of {} devices, speed sd {:g}%", l.world(), 100 * ctx.cluster.device.speed_variation));
     if (t.step_sync > 0) time_row("step syncs", t.step_sync, "gradient-norm and loss all-reduces, tied embedding gradients");
     time_row("optimizer step", t.optimizer, "gradient norm, AdamW, 16-bit copy, zeroed gradients");
+    out += checkpoint_text(ctx, e);
   }
   if (t.step > 0) out += format_stage_times(ctx, e);
   out += fmt::format("\nbottleneck: {}\n", describe_bottleneck(ctx, e));

@@ -72,6 +72,14 @@ Resolved resolve(const PlanRequest& request) {
            *request.redundant_experts);
     r.ctx.setup.redundant_experts = *request.redundant_experts;
   }
+  if (request.save_interval) {
+    if (*request.save_interval < 0) fail("--save-interval {}: expected a number of steps >= 0", *request.save_interval);
+    r.ctx.setup.checkpoint_interval = *request.save_interval;
+  }
+  if (request.async_save) {
+    r.ctx.setup.checkpoint_async = true;
+    r.ctx.setup.checkpoint_format = CheckpointFormat::kSharded;  // only sharded saves run asynchronously
+  }
   if (r.ctx.setup.global_batch <= 0) fail("--global-batch must be a positive number of sequences");
   if (r.ctx.setup.seq_length <= 0) fail("--seq-length must be a positive number of tokens");
   r.ctx.cluster = resolve_cluster(request.cluster);

@@ -32,6 +32,8 @@ struct PlanRequest {
   std::optional<Precision> precision;
   std::optional<double> expert_imbalance;  // TrainingSetup::expert_imbalance (>= 1)
   std::optional<int> redundant_experts;    // TrainingSetup::redundant_experts (>= 0; needs expert_imbalance)
+  std::optional<int> save_interval;        // TrainingSetup::checkpoint_interval (>= 0; Megatron's --save-interval)
+  bool async_save = false;                 // sharded asynchronous saves (Megatron's --async-save)
   std::vector<int> devices;  // empty: the cluster's own device count
   std::string layout;        // "" (search), "config", or a --layout string
   int top = 10;

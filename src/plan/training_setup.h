@@ -32,6 +32,11 @@ struct TrainingSetup {
   // moe.redundant_experts (moe4d plan --redundant-experts): replica slots per MoE layer that take
   // rows off the busiest EP device (plan/replication_model.h); 0 = none.
   int redundant_experts = 0;
+  // The run's checkpointing (plan/checkpoint_model.h): checkpoint.format, checkpoint.async (the
+  // staging buffer is part of the memory) and checkpoint.interval in steps (0: only at the end).
+  CheckpointFormat checkpoint_format = CheckpointFormat::kFull;
+  bool checkpoint_async = false;
+  int checkpoint_interval = 0;
 
   // Elements per gradient bucket of a parameter group of `elements` per device replicated over
   // `ranks` devices, as the runtime cuts it (train/zero_layout.h): elements / count, else

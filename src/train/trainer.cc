@@ -348,6 +348,12 @@ void Trainer::run() {
     const bool traced = tracer_ && tracer_->traces(step_ + 1);
     if (traced) tracer_->begin_step(step_ + 1, *model_, zero_hooks_.get());
     StepResult r = train_step();
+    const int interval = config_.checkpoint.interval;
+    const bool save_scheduled = (interval > 0 && step_ % interval == 0) || step_ == total || step_ == stop;
+    // Commits an asynchronous save whose writes have all ended, or waits for it when this step saves
+    // again, so that its figures reach this step's record.
+    poll_checkpoint(save_scheduled && !config_.checkpoint.dir.empty());
+    if (!checkpoint_record_.is_null()) r.record["checkpoints"] = std::exchange(checkpoint_record_, nullptr);
     const int eval_every = config_.train.eval_interval;
     if (eval_every > 0 && (step_ % eval_every == 0 || step_ == total) && valid_data_) {
       const auto eval_start = Clock::now();
@@ -376,10 +382,9 @@ void Trainer::run() {
     int stop_flags[2] = {options_.stop_signal ? options_.stop_signal->load() : 0, metrics_error.empty() ? 0 : 1};
     pc_.world->all_reduce(stop_flags, 2, DType::kI32, ReduceOp::kMax);
     const bool stopping = stop_flags[0] != 0 || stop_flags[1] != 0;
-    const int interval = config_.checkpoint.interval;
     // The last step of the run (train.steps, --exit-after, a signal, a metrics failure) always
     // checkpoints, whatever checkpoint.interval says.
-    const bool checkpoint_due = (interval > 0 && step_ % interval == 0) || step_ == total || step_ == stop || stopping;
+    const bool checkpoint_due = save_scheduled || stopping;
     std::string checkpoint_error;
     if (!config_.checkpoint.dir.empty() && checkpoint_due) {
       const auto save_start = Clock::now();
@@ -398,6 +403,11 @@ void Trainer::run() {
     }
     if (traced) tracer_->end_step(*model_, zero_hooks_.get());
     if (stop_flags[1]) {
+      try {
+        finish_checkpoint();
+      } catch (const Error& e) {
+        checkpoint_error = e.what();
+      }
       const std::string what = metrics_error.empty() ? "the metrics file could not be written on rank 0" : metrics_error;
       std::string saved = "checkpoint written: " + last_checkpoint_ + " (continue with --resume)";
       if (!checkpoint_error.empty()) saved = "the checkpoint could not be written either: " + checkpoint_error;
@@ -410,6 +420,7 @@ void Trainer::run() {
       break;
     }
   }
+  finish_checkpoint();  // a stop, --exit-after and the end of the run wait for the save in flight
   if (tracer_) tracer_->finish();
 }
 

@@ -29,6 +29,7 @@
 #include "data/token_dataset.h"
 #include "model/param_store.h"
 #include "model/transformer.h"
+#include "train/async_checkpoint.h"
 #include "train/fault_injector.h"
 #include "train/grad_sync.h"
 #include "train/loss_scaler.h"
@@ -95,8 +96,13 @@ class Trainer {
   // Mean validation cross-entropy over train.eval_batches global batches of fixed windows.
   double evaluate();
   // Writes a checkpoint of the current state (collective; checkpoint.format full: rank 0 writes,
-  // sharded: every rank writes its pieces, rank 0 commits).
+  // sharded: every rank writes its pieces, rank 0 commits). With checkpoint.async it first waits for
+  // the save in flight, then stages the state and returns while a thread writes it: the checkpoint
+  // exists once finish_checkpoint() (or run()'s step boundaries) committed it.
   void save_checkpoint();
+  // Waits for the asynchronous save in flight, if any, and commits it (collective). run() calls it
+  // before the next save and before it returns.
+  void finish_checkpoint();
 
   int64_t step() const { return step_; }
   // The signal that made run() stop before its last step (0: it did not stop on a signal).
@@ -207,6 +213,19 @@ class Trainer {
   int64_t zero_payload_seen_[3] = {0, 0, 0};  // zero_record(): counters at the previous step
   int stopped_by_signal_ = 0;
   std::string last_checkpoint_;
+  // Sharded saves (trainer_checkpoint.cc, train/async_checkpoint.h): the save not yet committed, the
+  // background writer (declared after it: joined before rank 0's temporary directory goes), and the
+  // figures of the saves committed since the last step record, for the next one ("checkpoints",
+  // docs/metrics.md).
+  ShardedSave sharded_save_;
+  BackgroundShardWriter shard_writer_;
+  nlohmann::json checkpoint_record_;
+  void commit_sharded_save();  // collective
+  // At a step boundary: commits the asynchronous save in flight if every rank's write has ended
+  // (one all-reduce while a save is in flight; nothing otherwise), or after waiting for it with
+  // `wait` (the same on every rank).
+  void poll_checkpoint(bool wait);
+  void record_checkpoint(int64_t step, bool async, double blocked_s, double total_s, uint64_t staging_bytes);
   // Expert replication (trainer_replication.cc, docs/expert_replication.md): the replica placement of
   // every MoE layer (each rank computes all of them from the all-reduced load, so they agree and rank
   // 0 can report layers of other stages) and the integer load summed since the last rebalance.

@@ -14,10 +14,15 @@
 //   sharded  every rank streams the pieces it owns (train/checkpoint_shards.h) into its own file of
 //            a temporary directory rank 0 created; rank 0 collects the records into index.json and
 //            commits the directory once every rank's file is on disk (checkpoint/checkpoint.h).
+//            checkpoint.async: the ranks write from a staged copy on a thread of their own and the
+//            commit waits for a step boundary at which all have finished (train/async_checkpoint.h).
+// Every save's figures (time, time the step loop was blocked) go into the next step's metrics
+// record and a log line (record_checkpoint).
 // Loading reads, for every parameter, this rank's block (values, and with zero_stage 0) or its ZeRO
 // slices (optimizer state, zero_stage >= 1) straight from the pieces that overlap it
 // (checkpoint/sharded_index.h), whichever format wrote it. The ranks verify the files' checksums
 // between them (each hashes every world-size-th file) and fail together on the first mismatch.
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -78,6 +83,24 @@ NamedTensors as_named(std::map<std::string, FullTensor>& tensors) {
 
 // Opens `path` and verifies it between the ranks of `world`: sizes everywhere, the sha256 of every
 // world-size-th file on each rank. The first failing rank's message fails every rank.
+// Sets the world's deadline to checkpoint.timeout for the life of a save (the other ranks wait for
+// the writers under it, not collective_timeout: a deadline tight enough to catch a straggling step
+// would kill healthy jobs during a save), and restores the step deadline afterwards.
+class SaveDeadline {
+ public:
+  SaveDeadline(Communicator& world, double seconds) : world_(world), step_(world.timeout_seconds()) {
+    world_.set_timeout_seconds(seconds);
+  }
+  ~SaveDeadline() { world_.set_timeout_seconds(step_); }
+
+ private:
+  Communicator& world_;
+  double step_;
+};
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
 Checkpoint open_verified(Communicator& world, const std::string& path) {
   std::optional<Checkpoint> checkpoint;
   std::string error;
@@ -180,6 +203,8 @@ Trainer::FullState Trainer::gather_state() {
 }
 
 void Trainer::save_checkpoint() {
+  finish_checkpoint();  // at most one save in flight
+  const auto started = Clock::now();
   const bool sharded = config_.checkpoint.format == CheckpointFormat::kSharded;
   FullState full;
   if (!sharded) full = gather_state();
@@ -224,26 +249,29 @@ void Trainer::save_checkpoint() {
                                      {"zero_stage", config_.parallel.zero_stage}}}});
   };
 
-  // The other ranks wait for the write under checkpoint.timeout, not collective_timeout (a deadline
-  // tight enough to catch a straggling step would kill healthy jobs during a save).
-  const double step_timeout = pc_.world->timeout_seconds();
-  pc_.world->set_timeout_seconds(config_.checkpoint.timeout);
-  std::string error;
+  const SaveDeadline deadline(*pc_.world, config_.checkpoint.timeout);
   if (sharded) {
-    // Rank 0 makes the temporary directory; every rank streams its pieces into its own file there;
-    // rank 0 collects the records, writes the index and the metadata, and commits.
-    std::unique_ptr<CheckpointWriter> writer;
+    // Rank 0 makes the temporary directory and writes the metadata into it; every rank streams its
+    // pieces into its own file there (checkpoint.async: from a staged copy, on a thread of its own);
+    // commit_sharded_save collects the records and commits.
+    ShardedSave& save = sharded_save_;
+    save = ShardedSave{};
+    save.pending = true;
+    save.step = step_;
+    save.async = config_.checkpoint.async;
+    save.started = started;
     std::string tmp;
     if (pc_.rank == 0) {
       try {
-        writer = std::make_unique<CheckpointWriter>(config_.checkpoint.dir, step_);
-        tmp = writer->tmp_dir();
+        save.writer = std::make_unique<CheckpointWriter>(config_.checkpoint.dir, step_);
+        add_metadata(*save.writer);
+        tmp = save.writer->tmp_dir();
       } catch (const Error& e) {
-        error = e.what();
+        save.error = e.what();
+        save.writer.reset();
       }
     }
     tmp = broadcast_text(*pc_.world, tmp, 0);
-    RankShardRecord mine;
     if (!tmp.empty()) {
       const int stage = config_.parallel.zero_stage;
       PieceSources sources;
@@ -254,45 +282,92 @@ void Trainer::save_checkpoint() {
         sources.exp_avg[int(g)] = optimizer_->exp_avg(g);
         sources.exp_avg_sq[int(g)] = optimizer_->exp_avg_sq(g);
       }
-      mine = write_rank_shard(tmp, pc_.rank,
-                              rank_checkpoint_pieces(params_, *zero_layout_, pc_.coord, sources));
+      std::vector<RankPiece> pieces = rank_checkpoint_pieces(params_, *zero_layout_, pc_.coord, sources);
+      if (save.async) shard_writer_.start(tmp, pc_.rank, std::move(pieces));
+      else save.record = write_rank_shard(tmp, pc_.rank, std::move(pieces));
     }
-    const std::vector<RankShardRecord> records = gather_shard_records(*pc_.world, mine);
-    if (pc_.rank == 0 && writer) {
-      try {
-        ShardedIndex index;
-        for (const RankShardRecord& record : records) {
-          if (!record.error.empty()) fail("checkpoint write failed on {}", record.error);
-          if (record.file.empty()) continue;
-          writer->add_written_file(record.file, record.bytes, record.sha256);
-          add_to_index(index, record);
-        }
-        writer->add_json(kShardedIndexFile, sharded_index_to_json(index));
-        add_metadata(*writer);
-        const std::string path = writer->commit(config_.checkpoint.keep);
-        if (!options_.quiet) log_info("checkpoint written: {}", path);
-      } catch (const Error& e) {
-        error = e.what();
-      }
-    }
-  } else if (pc_.rank == 0) {
-    // Rank 0 writes; the outcome is shared so that every rank fails together if the write fails.
+    save.blocked_s = seconds_since(started);
+    if (!save.async) commit_sharded_save();
+    return;
+  }
+  // Full: rank 0 writes; the outcome is shared so that every rank fails together if the write fails.
+  std::string error, path;
+  if (pc_.rank == 0) {
     try {
       CheckpointWriter writer(config_.checkpoint.dir, step_);
       writer.add_safetensors("model.safetensors", as_named(full.values), {{"format", "moe4d"}});
       writer.add_safetensors("optimizer.safetensors", as_named(full.optimizer), {{"optimizer", optimizer_->name()}});
       add_metadata(writer);
-      const std::string path = writer.commit(config_.checkpoint.keep);
-      if (!options_.quiet) log_info("checkpoint written: {}", path);
+      path = writer.commit(config_.checkpoint.keep);
     } catch (const Error& e) {
       error = e.what();
     }
   }
-  int failed = error.empty() ? 0 : 1;
-  pc_.world->all_reduce(&failed, 1, DType::kI32, ReduceOp::kMax);
-  pc_.world->set_timeout_seconds(step_timeout);
-  if (failed) fail("{}", error.empty() ? "checkpoint write failed on rank 0" : error);
+  error = broadcast_text(*pc_.world, error, 0);
+  if (!error.empty()) fail("{}", error);
   last_checkpoint_ = config_.checkpoint.dir + "/" + checkpoint_dir_name(step_);
+  record_checkpoint(step_, false, seconds_since(started), seconds_since(started), 0);
+}
+
+void Trainer::commit_sharded_save() {
+  const auto started = Clock::now();
+  const SaveDeadline deadline(*pc_.world, config_.checkpoint.timeout);
+  // Taken out first: whatever happens below, no save stays pending, and a failed one's temporary
+  // directory is removed (after this rank's write has ended).
+  ShardedSave save = std::move(sharded_save_);
+  sharded_save_ = ShardedSave{};
+  const RankShardRecord mine = shard_writer_.in_flight() ? shard_writer_.wait() : std::move(save.record);
+  const std::vector<RankShardRecord> records = gather_shard_records(*pc_.world, mine);
+  std::string error = save.error;
+  if (pc_.rank == 0 && save.writer) {
+    try {
+      ShardedIndex index;
+      for (const RankShardRecord& record : records) {
+        if (!record.error.empty()) fail("checkpoint write failed on {}", record.error);
+        if (record.file.empty()) continue;
+        save.writer->add_written_file(record.file, record.bytes, record.sha256);
+        add_to_index(index, record);
+      }
+      save.writer->add_json(kShardedIndexFile, sharded_index_to_json(index));
+      save.writer->commit(config_.checkpoint.keep);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  error = broadcast_text(*pc_.world, error, 0);
+  if (!error.empty()) fail("{}", error);
+  // The largest staging buffer of any rank (0 for synchronous saves).
+  double staging = double(shard_writer_.staging_bytes());
+  pc_.world->all_reduce(&staging, 1, DType::kF64, ReduceOp::kMax);
+  last_checkpoint_ = config_.checkpoint.dir + "/" + checkpoint_dir_name(save.step);
+  record_checkpoint(save.step, save.async, save.blocked_s + seconds_since(started), seconds_since(save.started),
+                    uint64_t(staging));
+}
+
+void Trainer::finish_checkpoint() {
+  if (sharded_save_.pending) commit_sharded_save();
+}
+
+void Trainer::poll_checkpoint(bool wait) {
+  if (!sharded_save_.pending) return;
+  if (wait) return commit_sharded_save();
+  int done = !shard_writer_.in_flight() || shard_writer_.finished() ? 1 : 0;
+  pc_.world->all_reduce(&done, 1, DType::kI32, ReduceOp::kMin);
+  if (done) commit_sharded_save();
+}
+
+void Trainer::record_checkpoint(int64_t step, bool async, double blocked_s, double total_s, uint64_t staging_bytes) {
+  const nlohmann::json figures = {{"step", step},
+                                  {"path", last_checkpoint_},
+                                  {"format", config_.checkpoint.format == CheckpointFormat::kSharded ? "sharded" : "full"},
+                                  {"async", async},
+                                  {"blocked_s", blocked_s},
+                                  {"total_s", total_s},
+                                  {"staging_bytes", staging_bytes}};
+  checkpoint_record_.push_back(figures);
+  if (pc_.rank == 0 && !options_.quiet)
+    log_info("checkpoint written: {} (step {}, {:.3f} s, training blocked {:.3f} s{})", last_checkpoint_, step,
+             total_s, blocked_s, async ? ", asynchronous" : "");
 }
 
 void Trainer::load_checkpoint(const std::string& path) {

@@ -6,6 +6,10 @@
 // checkpoint of the same state holds the same values as the sharded one.
 //   TwoRanks*:   DP2 -> DP2 (exact), TP2, EP2, PP2, ZeRO-3 DP2, DP1; ZeRO-3 DP2 -> EP2 ZeRO-1, DP1.
 //   EightRanks*: EP2 x TP2 x PP2 with ZeRO-1 (4-D grid, DP 1) -> one rank.
+// checkpoint.async (ZeRO-1 and ZeRO-3): a save in flight while training changes the parameters
+// holds its step's state (byte-identical to a synchronous save of that step), exists only once
+// committed, and resumes exactly; run() commits at step boundaries, waits at its end and records
+// every save.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -20,6 +24,7 @@
 #include "core/error.h"
 #include "checkpoint/sharded_index.h"
 #include "comm/mpi/mpi_communicator.h"
+#include "train/async_checkpoint.h"
 #include "train/trainer.h"
 
 namespace moe4d {
@@ -240,6 +245,102 @@ TEST_F(ShardedCheckpoint, TwoRanksShardedAndFullCheckpointsHoldTheSameTensors) {
       tb.read(name, all, y.data());
       EXPECT_EQ(x, y) << name;
     }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// The files of the checkpoint at `step` under `root` with their sha256 (the manifest).
+std::map<std::string, std::string> manifest_files(const std::string& root, int64_t step) {
+  std::ifstream in(root + "/" + checkpoint_dir_name(step) + "/MANIFEST.json");
+  const nlohmann::json manifest = nlohmann::json::parse(in);
+  std::map<std::string, std::string> out;
+  for (const auto& [name, entry] : manifest["files"].items()) out[name] = entry["sha256"];
+  return out;
+}
+
+TEST_F(ShardedCheckpoint, TwoRanksAsyncSaveHoldsTheStateOfItsStepAndAppearsOnlyWhenCommitted) {
+  // ZeRO-1 stages the flat values and the moment shards; ZeRO-3 the value and moment shards.
+  for (const Layout& layout : {Layout{.dp = 2, .zero = 1}, Layout{.dp = 2, .zero = 3}}) {
+    SCOPED_TRACE(layout.name());
+    const std::string async_dir = shared_.file(fmt::format("async-zero{}", layout.zero));
+    const std::string sync_dir = shared_.file(fmt::format("sync-zero{}", layout.zero));
+    std::vector<double> continued;
+    {
+      Config c = config(layout, async_dir);
+      c.checkpoint.async = true;
+      auto pc = context(c);
+      Trainer trainer(c, *pc, quiet());
+      losses(trainer, kSaveAt);
+      // The writer thread sleeps first: the steps below change the parameters and moments while the
+      // save is in flight, so only a staged copy writes step kSaveAt's state.
+      set_background_write_delay_for_tests(0.5);
+      trainer.save_checkpoint();
+      continued = losses(trainer, kSteps - kSaveAt);
+      EXPECT_FALSE(std::filesystem::exists(async_dir + "/" + checkpoint_dir_name(kSaveAt)))
+          << "an asynchronous save must not appear before it is committed";
+      MPI_Barrier(MPI_COMM_WORLD);
+      trainer.finish_checkpoint();
+      set_background_write_delay_for_tests(0);
+      EXPECT_EQ(trainer.last_checkpoint(), async_dir + "/" + checkpoint_dir_name(kSaveAt));
+    }
+    {
+      const Config c = config(layout, sync_dir);
+      auto pc = context(c);
+      Trainer trainer(c, *pc, quiet());
+      losses(trainer, kSaveAt);
+      trainer.save_checkpoint();
+    }
+    if (world_rank() == 0) {
+      const auto a = manifest_files(async_dir, kSaveAt), b = manifest_files(sync_dir, kSaveAt);
+      for (const char* file : {"rank_00000.safetensors", "rank_00001.safetensors", "index.json"}) {
+        ASSERT_TRUE(a.count(file) && b.count(file)) << file;
+        EXPECT_EQ(a.at(file), b.at(file)) << file << ": the asynchronous save differs from the synchronous one";
+      }
+    }
+    expect_sharded_layout(async_dir, 2);
+    expect_resume(layout, async_dir, continued, /*exact=*/true);
+    expect_resume(Layout{.tp = 2}, async_dir, continued, false);
+  }
+}
+
+TEST_F(ShardedCheckpoint, TwoRanksAsyncRunCommitsRecordsAndWaitsAtTheEnd) {
+  const std::string ckpt = shared_.file("async-run"), metrics = shared_.file("async-run.jsonl");
+  Config c = config(Layout{.dp = 2}, ckpt);
+  c.checkpoint.async = true;
+  c.checkpoint.interval = 3;
+  c.checkpoint.keep = 10;
+  auto pc = context(c);
+  TrainerOptions options = quiet();
+  options.metrics_path = metrics;
+  {
+    Trainer trainer(c, *pc, options);
+    trainer.run();
+    // The end of the run waited for the last save: it is committed and verifies.
+    EXPECT_EQ(trainer.last_checkpoint(), ckpt + "/" + checkpoint_dir_name(kSteps));
+  }
+  if (world_rank() == 0) {
+    std::vector<int64_t> steps;
+    for (const CheckpointEntry& e : list_checkpoints(ckpt)) {
+      steps.push_back(e.step);
+      EXPECT_NO_THROW(Checkpoint::open(e.path)) << e.path;
+    }
+    EXPECT_EQ(steps, (std::vector<int64_t>{3, 6, 9, 12}));
+    // Every save but the last (whose commit ends the run) is recorded in a later step's record.
+    std::vector<int64_t> recorded;
+    std::ifstream in(metrics);
+    for (std::string line; std::getline(in, line);) {
+      const nlohmann::json record = nlohmann::json::parse(line);
+      if (!record.contains("checkpoints")) continue;
+      for (const nlohmann::json& save : record["checkpoints"]) {
+        EXPECT_GT(record["step"].get<int64_t>(), save["step"].get<int64_t>());
+        EXPECT_TRUE(save["async"].get<bool>());
+        EXPECT_EQ(save["format"], "sharded");
+        EXPECT_GE(save["blocked_s"].get<double>(), 0.0);
+        EXPECT_GT(save["staging_bytes"].get<double>(), 0.0);
+        recorded.push_back(save["step"]);
+      }
+    }
+    EXPECT_EQ(recorded, (std::vector<int64_t>{3, 6, 9}));
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }

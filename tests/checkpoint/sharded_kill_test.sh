@@ -6,6 +6,8 @@
 #   - no step_<N> directory lacks its manifest (a partial save never appears under a final name);
 #   - the next --resume starts from the newest step directory (never an older one, never step 0).
 # The trials whose kill left a temporary directory (a save caught mid-write) are counted.
+# ASYNC=1: the same with checkpoint.async: true (a save is in flight at almost every moment: each
+# step starts one, whose background writes overlap the next step).
 moe4d_bin=$1
 shift
 MPIEXEC=("$@")
@@ -15,6 +17,7 @@ TRIALS=${TRIALS:-20}
 make_corpus corpus bytes
 write_config run.yaml corpus bytes run 100000 1 2
 echo "  format: sharded" >> run.yaml
+if [ "${ASYNC:-0}" = 1 ]; then echo "  async: true" >> run.yaml; fi
 
 RANDOM=29  # reproducible kill times and victims
 mid_save=0

@@ -108,6 +108,7 @@ checkpoint:
   interval: 50
   keep: 3
   format: sharded
+  async: true
 )";
 
 // Equality of everything a YAML key sets (Config::source is not a key). Config's defaulted
@@ -153,6 +154,7 @@ TEST(ConfigLoader, FullConfigParsesEveryField) {
   EXPECT_EQ(c.data.tokenizer, "null");  // a quoted "null" is a string
   EXPECT_EQ(c.checkpoint.keep, 3);
   EXPECT_EQ(c.checkpoint.format, CheckpointFormat::kSharded);
+  EXPECT_TRUE(c.checkpoint.async);
   EXPECT_EQ(c.model.num_kv_heads, 4);
   EXPECT_EQ(c.model.qkv_width(), (8 + 2 * 4) * 32);
   EXPECT_EQ(c.model.rope_theta, 1e6);
@@ -281,6 +283,7 @@ TEST(ConfigLoader, DefaultsComeFromConfigStructs) {
   EXPECT_EQ(c.checkpoint.timeout, 600.0);
   EXPECT_EQ(c.checkpoint.dir, "");
   EXPECT_EQ(c.checkpoint.format, CheckpointFormat::kFull);
+  EXPECT_FALSE(c.checkpoint.async);
 }
 
 TEST(ConfigLoader, MindFormersAliases) {
@@ -397,6 +400,9 @@ TEST(ConfigErrors, ZeroAndNegativeSizes) {
   EXPECT_EQ(error_of(std::string(kMinimal) + "checkpoint: {format: torch_dist}\n").rfind(
                 "demo.yaml:13: checkpoint.format: expected one of full, sharded", 0),
             0u);
+  EXPECT_EQ(error_of(std::string(kMinimal) + "checkpoint: {async: true}\n"),
+            "demo.yaml:13: checkpoint.async: expected false unless checkpoint.format is sharded (an asynchronous "
+            "save writes per-rank shards), got 'true'");
   EXPECT_EQ(error_of(std::string(kMinimal) + "parallel_config: {zero_stage: 4}\n"),
             "demo.yaml:13: parallel_config.zero_stage: expected one of 0, 1, 2, 3, got '4'");
 }
