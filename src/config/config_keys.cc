@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "config/config_names.h"
+#include "core/error.h"
 
 namespace moe4d {
 namespace {
@@ -160,7 +161,7 @@ const ConfigKey kKeys[] = {
      "a non-negative number (TFLOP/s of one rank's device; 0: unknown)", "", "", "peak TFLOP/s of one rank"},
 
     {"data", nullptr, kSection, kAny, "", "", "", "the token shards"},
-    {"data.train", nullptr, kCustom | kRequired, kAny, "", "", "", "token shard, or a blend"},
+    {"data.train", FIELD(data.train), kCustom | kRequired, kAny, "", "", "", "token shard, or a blend"},
     {"data.train[].path", nullptr, kListEntry | kRequired, kAny, "", "", "", "a blend source's shard"},
     {"data.train[].weight", nullptr, kListEntry, kAny, "", "", "", "its weight"},
     {"data.train[].format", nullptr, kListEntry, kAny, "", "", "", "its format"},
@@ -188,6 +189,15 @@ const ConfigKey* find_config_key(std::string_view path) {
   for (const ConfigKey& key : kKeys)
     if (key.path == path) return &key;
   return nullptr;
+}
+
+std::string_view config_key_path(const Config& config, const void* field) {
+  Config& fields = const_cast<Config&>(config);  // only compared: key.field takes a mutable Config
+  for (const ConfigKey& key : kKeys) {
+    if (!key.field || !key.alias_of.empty()) continue;
+    if (std::visit([](auto* p) -> const void* { return p; }, key.field(fields)) == field) return key.path;
+  }
+  fail("internal error: no config key holds the field at {}", field);
 }
 
 std::string_view config_key_leaf(std::string_view path) {

@@ -67,6 +67,9 @@ struct ConfigKey {
 std::span<const ConfigKey> config_keys();
 // The key at `path` ("train.lr"), or nullptr.
 const ConfigKey* find_config_key(std::string_view path);
+// The path of the key whose field is `field`, a member of `config`: rules name a key by its field,
+// key(c.train.lr), instead of spelling "train.lr" again. Throws for a field no key has.
+std::string_view config_key_path(const Config& config, const void* field);
 // The last component of a path ("top_k"), and the section above it ("model.moe"; "" at the top).
 std::string_view config_key_leaf(std::string_view path);
 std::string_view config_key_parent(std::string_view path);

@@ -59,42 +59,43 @@ void check_ranges(const Config& c, const ConfigReader& r) {
 void validate(const Config& c, const ConfigReader& r) {
   check_ranges(c, r);
   const auto str = [](auto v) { return fmt::format("{}", v); };
+  const auto key = [&](const auto& field) { return std::string(config_key_path(c, &field)); };  // its path
 
   const ModelConfig& m = c.model;
   if (m.hidden_size % m.num_heads != 0)
-    r.fail_at(r.line_of("model.num_heads"), "model.num_heads",
+    r.fail_at(r.line_of(key(m.num_heads)), key(m.num_heads),
               fmt::format("{} does not divide hidden_size {}", m.num_heads, m.hidden_size));
   if (m.head_dim() % 2 != 0)
-    r.fail_at(r.line_of("model.num_heads"), "model.num_heads",
+    r.fail_at(r.line_of(key(m.num_heads)), key(m.num_heads),
               fmt::format("head dimension hidden_size / num_heads = {} / {} = {} is odd, expected an even head "
                           "dimension (RoPE rotates pairs)",
                           m.hidden_size, m.num_heads, m.head_dim()));
-  if (r.find("model.num_kv_heads")) {
+  if (r.find(key(m.num_kv_heads))) {
     if (m.num_heads % m.num_kv_heads != 0)
-      r.fail_at(r.line_of("model.num_kv_heads"), "model.num_kv_heads",
+      r.fail_at(r.line_of(key(m.num_kv_heads)), key(m.num_kv_heads),
                 fmt::format("{} does not divide num_heads {}, expected a divisor (each KV head serves num_heads / "
                             "num_kv_heads query heads)",
                             m.num_kv_heads, m.num_heads));
   }
   const MoeConfig& moe = m.moe;
   if (moe.num_experts > 0) {
-    r.require(moe.top_k >= 1 && moe.top_k <= moe.num_experts, "model.moe.top_k",
+    r.require(moe.top_k >= 1 && moe.top_k <= moe.num_experts, key(moe.top_k),
               fmt::format("an integer in [1, num_experts = {}]", moe.num_experts), str(moe.top_k));
-    r.require(moe.first_dense_layers >= 0 && moe.first_dense_layers < m.num_layers, "model.moe.first_dense_layers",
+    r.require(moe.first_dense_layers >= 0 && moe.first_dense_layers < m.num_layers, key(moe.first_dense_layers),
               fmt::format("an integer in [0, num_layers = {}) (at least one layer must stay MoE)", m.num_layers),
               str(moe.first_dense_layers));
-    if (r.find("model.moe.shared_expert_ffn_hidden_size")) {
-      r.require(moe.shared_experts > 0, "model.moe.shared_expert_ffn_hidden_size",
+    if (r.find(key(moe.shared_expert_ffn_hidden_size))) {
+      r.require(moe.shared_experts > 0, key(moe.shared_expert_ffn_hidden_size),
                 "only together with model.moe.shared_experts > 0", str(moe.shared_expert_ffn_hidden_size));
     }
     // Expert replication (docs/expert_replication.md); the rules that need expert_parallel are in
     // parallel/layout_check.cc, so that a layout given on the command line is checked the same way.
     if (moe.redundant_experts > 0)
-      r.require(moe.rebalance_interval > 0, "model.moe.rebalance_interval",
+      r.require(moe.rebalance_interval > 0, key(moe.rebalance_interval),
                 "a positive number of steps between replica placements when redundant_experts > 0",
                 str(moe.rebalance_interval));
     else if (moe.rebalance_interval > 0)
-      r.fail_at(r.line_of("model.moe.rebalance_interval"), "model.moe.rebalance_interval",
+      r.fail_at(r.line_of(key(moe.rebalance_interval)), key(moe.rebalance_interval),
                 "only applies with model.moe.redundant_experts > 0 (there are no replicas to place)");
     bool any_moe_layer = moe.first_dense_layers == 0;  // (layer_freq alone was never required to leave one)
     // The first layer >= first_dense_layers with l % layer_freq == layer_freq - 1, in O(1) (a loop over
@@ -103,7 +104,7 @@ void validate(const Config& c, const ConfigReader& r) {
       const int64_t freq = moe.layer_freq, first = moe.first_dense_layers;
       any_moe_layer |= first + (freq - 1 - first % freq + freq) % freq < m.num_layers;
     }
-    r.require(any_moe_layer, "model.moe.first_dense_layers",
+    r.require(any_moe_layer, key(moe.first_dense_layers),
               fmt::format("a value leaving at least one MoE layer after the first_dense_layers = {} of {} layers",
                           moe.first_dense_layers, m.num_layers),
               str(moe.layer_freq));
@@ -120,26 +121,26 @@ void validate(const Config& c, const ConfigReader& r) {
   // Upper bounds any layout has (each TP rank holds whole heads, each stage a layer, each EP rank an
   // expert), checked here so that an absurd size is named with its line, not as a world-size mismatch.
   if (m.num_heads > 0)
-    r.require(p.tensor_parallel <= m.num_heads, "parallel_config.tensor_parallel",
+    r.require(p.tensor_parallel <= m.num_heads, key(p.tensor_parallel),
               fmt::format("an integer in [1, num_heads = {}] (each tensor-parallel rank holds whole heads)", m.num_heads),
               str(p.tensor_parallel));
   if (m.num_layers > 0)
-    r.require(p.pipeline_parallel <= m.num_layers, "parallel_config.pipeline_parallel",
+    r.require(p.pipeline_parallel <= m.num_layers, key(p.pipeline_parallel),
               fmt::format("an integer in [1, num_layers = {}] (each stage holds a layer)", m.num_layers),
               str(p.pipeline_parallel));
   if (m.moe.num_experts > 0)
-    r.require(p.expert_parallel <= m.moe.num_experts, "parallel_config.expert_parallel",
+    r.require(p.expert_parallel <= m.moe.num_experts, key(p.expert_parallel),
               fmt::format("an integer in [1, num_experts = {}] (each expert-parallel rank holds an expert)",
                           m.moe.num_experts),
               str(p.expert_parallel));
-  r.require(p.gradient_aggregation_group == 0 || p.grad_bucket_size == 0, "parallel_config.grad_bucket_size",
+  r.require(p.gradient_aggregation_group == 0 || p.grad_bucket_size == 0, key(p.grad_bucket_size),
             "only one of grad_bucket_size, gradient_aggregation_group",
             fmt::format("{} with gradient_aggregation_group {}", p.grad_bucket_size, p.gradient_aggregation_group));
-  r.require(is_rank_order(p.rank_order), "parallel_config.rank_order",
+  r.require(is_rank_order(p.rank_order), key(p.rank_order),
             "a permutation of tp, ep, dp, pp joined by '-' (e.g. tp-ep-dp-pp)", p.rank_order);
   std::map<int, size_t> seen_devices;
   for (size_t i = 0; i < p.device_list.size(); ++i) {
-    const std::string path = fmt::format("parallel_config.device_list[{}]", i);
+    const std::string path = fmt::format("{}[{}]", key(p.device_list), i);
     auto [it, inserted] = seen_devices.emplace(p.device_list[i], i);
     if (!inserted)
       r.fail_at(r.line_of(path), path,
@@ -149,31 +150,32 @@ void validate(const Config& c, const ConfigReader& r) {
 
   const TrainConfig& t = c.train;
   if (t.min_lr > t.lr) {
-    const std::string path = r.find("train.min_lr") || !r.find("train.lr") ? "train.min_lr" : "train.lr";
+    const std::string path = r.find(key(t.min_lr)) || !r.find(key(t.lr)) ? key(t.min_lr) : key(t.lr);
     r.fail_at(r.line_of(path), r.written(path),
               fmt::format("min_lr {} exceeds lr {}, expected 0 <= min_lr <= lr", t.min_lr, t.lr));
   }
   // AdamW's decoupled decay multiplies every weight by (1 - lr x weight_decay) each step: at 1 or
   // more it zeroes or flips them, and the run diverges (1.8e19 was found by fuzzing).
   if (t.lr > 0 && t.weight_decay * t.lr >= 1)
-    r.require(false, "train.weight_decay",
+    r.require(false, key(t.weight_decay),
               fmt::format("a number in [0, 1 / train.lr = {:g}) (each step multiplies the weights by 1 - lr x "
                           "weight_decay; typical values are 0.01 to 0.1)",
                           1 / t.lr),
               str(t.weight_decay));
 
-  r.require(!c.data.train.empty(), "data.train", "the path of a token shard", c.data.train);
+  const std::string train = key(c.data.train);
+  r.require(!c.data.train.empty(), train, "the path of a token shard", c.data.train);
   auto known_format = [](const std::string& f) { return f == "moe4d" || f == "megatron"; };
-  r.require(known_format(c.data.format), "data.format", "moe4d or megatron", c.data.format);
+  r.require(known_format(c.data.format), key(c.data.format), "moe4d or megatron", c.data.format);
   for (size_t i = 0; i < c.data.train_sources.size(); ++i) {
     const DataSourceConfig& s = c.data.train_sources[i];
-    const std::string at = fmt::format("data.train[{}]", i);
-    if (r.find("data.train[0].path")) {  // the list form: each key has its own line
+    const std::string at = fmt::format("{}[{}]", train, i);
+    if (r.find(train + "[0].path")) {  // the list form: each key has its own line
       r.require(!s.path.empty(), at + ".path", "the path of a token shard", s.path);
       r.require(s.format.empty() || known_format(s.format), at + ".format", "moe4d or megatron", s.format);
       r.require(s.weight > 0, at + ".weight", "a positive number", str(s.weight));
     } else {
-      r.require(s.weight > 0, "data.train", "positive weights", str(s.weight));
+      r.require(s.weight > 0, train, "positive weights", str(s.weight));
     }
   }
 }

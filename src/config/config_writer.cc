@@ -46,8 +46,8 @@ class MapWriter {
   YAML::Emitter& out_;
 };
 
-// The keys written by hand (keys of config_keys.cc without a field of their own).
-void write_custom(YAML::Emitter& out, MapWriter& put, const Config& c, const ConfigKey& key) {
+// The keys written by hand; false for the others.
+bool write_custom(YAML::Emitter& out, MapWriter& put, const Config& c, const ConfigKey& key) {
   const std::string leaf(config_key_leaf(key.path));
   if (key.path == "parallel_config.recompute") {
     out << YAML::Key << leaf << YAML::Value;
@@ -56,13 +56,14 @@ void write_custom(YAML::Emitter& out, MapWriter& put, const Config& c, const Con
           << std::string(name_of(kGranularityNames, c.parallel.recompute)) << YAML::EndMap;
     else
       out << (c.parallel.recompute == RecomputeGranularity::kFull);
+    return true;
   } else if (key.path == "data.train") {  // a plain path, or the list of sources
     const bool plain_train = c.data.train_sources.size() <= 1 &&
                              (c.data.train_sources.empty() ||
                               (c.data.train_sources[0].weight == 1.0 && c.data.train_sources[0].format.empty()));
     if (plain_train) {
       put(leaf.c_str(), c.data.train);
-      return;
+      return true;
     }
     out << YAML::Key << leaf << YAML::Value << YAML::BeginSeq;
     for (const DataSourceConfig& s : c.data.train_sources) {
@@ -72,7 +73,9 @@ void write_custom(YAML::Emitter& out, MapWriter& put, const Config& c, const Con
       out << YAML::EndMap;
     }
     out << YAML::EndSeq;
+    return true;
   }
+  return false;
 }
 
 // Writes the keys of `section` in table order (config_keys.h): aliases never, MoE-only keys only for
@@ -86,9 +89,7 @@ void write_section(YAML::Emitter& out, MapWriter& put, Config& c, std::string_vi
       out << YAML::Key << leaf << YAML::Value << YAML::BeginMap;
       write_section(out, put, c, key.path);
       out << YAML::EndMap;
-    } else if (!key.field) {
-      write_custom(out, put, c, key);
-    } else {
+    } else if (!write_custom(out, put, c, key) && key.field) {
       std::visit(
           [&](auto* value) {
             using T = std::remove_pointer_t<decltype(value)>;
