@@ -9,7 +9,8 @@ reads them), counted in REV's sources. Two counts per key:
           ("model.moe.top_k") or a path ending in it ("moe.top_k");
   src:    string literals anywhere in src/ that are its full path or a dotted path ending in it (a bare
           name such as "format" or "train" is too common outside the config to count there).
-Prints the keys spelled more than once in src/config/, then the totals.
+Prints the keys spelled more than once in src/config/, then the totals (and how many of the
+src/config/ spellings are in the key table, src/config/config_keys.cc, where each key has its row).
 """
 import re
 import subprocess
@@ -51,12 +52,15 @@ for line in doc_lines:
             name = m.group(1)
         keys.append(f"{section}.{name}")
 
-config_literals, src_literals = [], []
+config_literals, src_literals, table_literals = [], [], []
 for path in files():
-    found = re.findall(r'"((?:[^"\\\n]|\\.)*)"', read(path))
+    code = re.sub(r"^\s*//.*$", "", read(path), flags=re.M)  # comment lines are not spellings
+    found = re.findall(r'"((?:[^"\\\n]|\\.)*)"', code)
     src_literals += found
     if path.startswith("src/config/"):
         config_literals += found
+    if path == "src/config/config_keys.cc":
+        table_literals += found
 
 
 def spells(lit, key, bare):
@@ -64,15 +68,16 @@ def spells(lit, key, bare):
     return (bare and lit == leaf) or lit == key or ("." + leaf in lit and key.endswith(lit))
 
 
-totals = [0, 0]
+totals = [0, 0, 0]
 once = 0
 for key in keys:
     n_config = sum(spells(lit, key, True) for lit in config_literals)
     n_src = sum(spells(lit, key, False) for lit in src_literals)
     totals[0] += n_config
     totals[1] += n_src
+    totals[2] += sum(spells(lit, key, True) for lit in table_literals)
     once += n_config == 1
     if n_config > 1:
         print(f"{n_config:3d} {key}")
 print(f"{len(keys)} keys: {totals[0]} spellings in src/config/ ({totals[0] / len(keys):.2f} a key; {once} keys "
-      f"spelled once), {totals[1]} full-path spellings in src/")
+      f"spelled once; {totals[2]} of them in the key table config_keys.cc), {totals[1]} full-path spellings in src/")

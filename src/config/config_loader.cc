@@ -137,6 +137,12 @@ class Section {
   void require(const std::string& key) const {
     if (!has(key)) reader_.fail_missing(child(key));
   }
+  // Every key of this map's schema marked kKeyRequired.
+  void require_all() const {
+    for (const ConfigKey& key : config_keys())
+      if ((key.flags & kKeyRequired) && config_key_parent(key.path) == schema_)
+        require(std::string(config_key_leaf(key.path)));
+  }
 
   template <typename T>
   void read(const std::string& key, T& out) {
@@ -258,20 +264,21 @@ class Section {
 
 // data.train: a path, Megatron's flat "w1 path1 w2 path2 ..." string, or a list of
 // {path, weight, format} maps. Every form fills data.train_sources; data.train keeps the first path.
-void read_train_sources(ConfigReader& reader, Section& data, DataConfig& d) {
-  const YAML::Node& node = data.node("train");
-  const int line = data.line("train");
+void read_train_sources(ConfigReader& reader, Section& data, const std::string& key, DataConfig& d) {
+  const std::string at = data.child(key);  // data.train
+  const YAML::Node& node = data.node(key);
+  const int line = data.line(key);
   d.train_sources.clear();
   if (node.IsSequence()) {
-    reader.record("data.train", KeyInfo{"data.train", line, ""});
-    if (node.size() == 0) reader.fail_at(line, "data.train", "expected at least one source, got an empty list");
+    reader.record(at, KeyInfo{at, line, ""});
+    if (node.size() == 0) reader.fail_at(line, at, "expected at least one source, got an empty list");
     for (size_t i = 0; i < node.size(); ++i) {
-      const std::string path = fmt::format("data.train[{}]", i);
+      const std::string path = fmt::format("{}[{}]", at, i);
       const int element_line = node[i].Mark().line + 1;
       if (!node[i].IsMap())
         reader.fail_at(element_line, path, fmt::format("expected a map {{path, weight, format}}, got {}", describe(node[i])));
-      Section source(reader, node[i], path, element_line, "data.train[]");
-      source.require("path");
+      Section source(reader, node[i], path, element_line, at + "[]");
+      source.require_all();
       DataSourceConfig s;
       source.read("path", s.path);
       source.read("weight", s.weight);
@@ -280,7 +287,7 @@ void read_train_sources(ConfigReader& reader, Section& data, DataConfig& d) {
     }
   } else {
     std::string text;
-    data.read("train", text);
+    data.read(key, text);
     std::istringstream words(text);
     std::vector<std::string> parts;
     for (std::string w; words >> w;) parts.push_back(w);
@@ -288,13 +295,13 @@ void read_train_sources(ConfigReader& reader, Section& data, DataConfig& d) {
       d.train_sources.push_back({.path = text});
     } else {
       if (parts.size() % 2 != 0)
-        reader.fail_at(line, "data.train",
+        reader.fail_at(line, at,
                        fmt::format("expected a path or weight/path pairs like \"0.7 a 0.3 b\", got '{}' ({} words)",
                                    text, parts.size()));
       for (size_t i = 0; i < parts.size(); i += 2) {
         std::optional<double> w = parse_number(parts[i]);
         if (!w)
-          reader.fail_at(line, "data.train",
+          reader.fail_at(line, at,
                          fmt::format("expected weight/path pairs like \"0.7 a 0.3 b\", got '{}' where a weight belongs",
                                      parts[i]));
         d.train_sources.push_back({.path = parts[i + 1], .weight = *w});
@@ -403,7 +410,7 @@ void read_custom(ConfigReader& reader, Section& s, const ConfigKey& key, Config&
   } else if (key.path == "train.trace_steps") {
     read_trace_steps(reader, s, leaf, config.train.steps, config.train.trace_steps);
   } else if (key.path == "data.train") {
-    read_train_sources(reader, s, config.data);
+    read_train_sources(reader, s, leaf, config.data);
   } else {
     fail("internal error: config key {} is marked custom but has no reader", key.path);
   }
@@ -415,8 +422,7 @@ void read_section(ConfigReader& reader, Section& s, Config& config) {
   std::vector<const ConfigKey*> keys;
   for (const ConfigKey& key : config_keys())
     if (config_key_parent(key.path) == s.schema()) keys.push_back(&key);
-  for (const ConfigKey* key : keys)
-    if (key->flags & kKeyRequired) s.require(std::string(config_key_leaf(key->path)));
+  s.require_all();
   for (const ConfigKey* key : keys) {
     if (!key->alias_of.empty()) continue;
     const std::string leaf(config_key_leaf(key->path));
