@@ -30,8 +30,12 @@ inline constexpr NameTable<PipelineSchedule, 3> kScheduleNames{{{"gpipe", Pipeli
                                                          {"interleaved", PipelineSchedule::kInterleaved}}};
 inline constexpr NameTable<RouterScore, 2> kRouterScoreNames{
     {{"softmax", RouterScore::kSoftmax}, {"sigmoid", RouterScore::kSigmoid}}};
-inline constexpr NameTable<RecomputeGranularity, 2> kGranularityNames{
-    {{"full", RecomputeGranularity::kFull}, {"selective", RecomputeGranularity::kSelective}}};
+// Recompute as `--layout`, reports and exports name it; YAML's recompute.granularity takes the two
+// that are not "none" (kGranularityNames).
+inline constexpr NameTable<RecomputeGranularity, 3> kRecomputeNames{{{"none", RecomputeGranularity::kNone},
+                                                                     {"selective", RecomputeGranularity::kSelective},
+                                                                     {"full", RecomputeGranularity::kFull}}};
+inline constexpr NameTable<RecomputeGranularity, 2> kGranularityNames{{kRecomputeNames[2], kRecomputeNames[1]}};
 
 template <typename E, size_t N>
 std::string_view name_of(const NameTable<E, N>& table, E value) {
@@ -44,6 +48,14 @@ template <typename E, size_t N>
 std::string names_of(const NameTable<E, N>& table) {
   std::string out;
   for (const auto& entry : table) out += fmt::format("{}{}", out.empty() ? "" : ", ", entry.first);
+  return out;
+}
+
+// "a, b or c", for messages that list the spellings.
+template <typename E, size_t N>
+std::string names_or(const NameTable<E, N>& table) {
+  std::string out;
+  for (size_t i = 0; i < N; ++i) out += fmt::format("{}{}", i == 0 ? "" : i + 1 == N ? " or " : ", ", table[i].first);
   return out;
 }
 

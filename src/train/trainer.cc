@@ -93,8 +93,7 @@ Trainer::Trainer(const Config& config, ParallelContext& pc, TrainerOptions optio
 
   gather_rank_hosts();
   std::string path = options_.metrics_path;
-  if (path.empty()) path = config.train.metrics_file;
-  if (path.empty()) path = config.checkpoint.dir.empty() ? "metrics.jsonl" : config.checkpoint.dir + "/metrics.jsonl";
+  if (path.empty()) path = config.metrics_path();
   if (pc_.rank == 0 && !options_.evaluation_only) metrics_ = MetricsWriter(path, step_);  // eval writes none
   // The trace sits next to the metrics file (collective: clock offsets between the ranks).
   if (!config.train.trace_steps.empty() && !options_.evaluation_only) {
