@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "config/config_names.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "data/window_sampler.h"
@@ -468,8 +469,7 @@ void Trainer::stop_nonfinite(int64_t step, const MicroBatchFill& fill, float mic
   tracer.check_gradients();
   const NonfiniteDiagnosis diagnosis = agree_on_first_nonfinite(tracer.first(), *pc_.world);
 
-  static constexpr const char* kPrecisionNames[] = {"fp32", "bf16", "fp16"};
-  const std::string precision = kPrecisionNames[static_cast<int>(config_.train.precision)];
+  const std::string precision(config_names::name_of(config_names::kPrecisionNames, config_.train.precision));
   const std::string scale = loss_scaler_.dynamic() ? fmt::format(", loss scale {:g}", loss_scaler_.scale()) : "";
   const std::string first =
       diagnosis.found
