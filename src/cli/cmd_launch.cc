@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "config/config_loader.h"
 #include "core/error.h"
+#include "core/version.h"
 #include "data/token_shard_format.h"
 #include "launch/host_probe.h"
 #include "launch/hostfile.h"
@@ -32,7 +33,6 @@ extern char** environ;
 namespace moe4d {
 namespace {
 
-constexpr const char* kVersion = "moe4d 0.1.0";  // the string `moe4d --version` prints
 
 // SIGINT/SIGTERM: how many arrived and the first one; the supervisor forwards the request to mpirun.
 volatile std::sig_atomic_t g_stop = 0, g_stop_signal = 0;
@@ -126,8 +126,7 @@ std::string metrics_path(const Config& config, const std::vector<std::string>& p
     if (program[i] == "--metrics") return program[i + 1];
   for (const std::string& a : program)
     if (a.rfind("--metrics=", 0) == 0) return a.substr(10);
-  if (!config.train.metrics_file.empty()) return config.train.metrics_file;
-  return config.checkpoint.dir.empty() ? "metrics.jsonl" : config.checkpoint.dir + "/metrics.jsonl";
+  return config.metrics_path();
 }
 
 // The program's `--set KEY=VALUE` overrides, so that the launcher checks the config the ranks train.
@@ -151,7 +150,7 @@ double unix_now() {
 }
 
 int run_probe(const LaunchArgs& args) {
-  const HostFacts facts = probe_this_host(args.probe_request, kVersion);
+  const HostFacts facts = probe_this_host(args.probe_request, moe4d_version());
   fmt::print("{}\n", host_facts_to_json(facts).dump());
   return 0;
 }
@@ -240,7 +239,7 @@ int run_launch(LaunchArgs args) {
     }
     if (auto ifaces = mca_value("btl_tcp_if_include", mpi_args, env))
       job.request.interfaces = split_words(*ifaces, ',');
-    job.reference = probe_this_host(job.request, kVersion);
+    job.reference = probe_this_host(job.request, moe4d_version());
     bool remote = false;
     for (bool local : is_local) remote = remote || !local;
     if (remote && job.remote_shell.empty())

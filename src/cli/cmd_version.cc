@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "core/cpu_isa.h"
 #include "core/error.h"
+#include "core/version.h"
 
 namespace moe4d {
 namespace {
@@ -31,7 +32,7 @@ void add_version_command(CLI::App& app) {
 #else
     const char* dnnl = "no";
 #endif
-    fmt::print("moe4d 0.1.0 (backends: cpu/openblas, mpi; onednn bf16: {})\n", dnnl);
+    fmt::print("{} (backends: cpu/openblas, mpi; onednn bf16: {})\n", moe4d_version(), dnnl);
     fmt::print("cpu features needed: {}\n", needed_list());
     if (!*check_cpu) return;
     const std::string missing = missing_isa_list();

@@ -8,11 +8,12 @@
 #include "cli/cli_flags.h"
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"moe4d: train Mixture-of-Experts transformers with DP x EP x TP x PP parallelism", "moe4d"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "moe4d 0.1.0");
+  app.set_version_flag("--version", moe4d::moe4d_version());
   moe4d::add_prepare_command(app);
   moe4d::add_train_command(app);
   moe4d::add_generate_command(app);

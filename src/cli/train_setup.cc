@@ -82,8 +82,7 @@ void resolve_data_paths(Config& config) {
 
 std::string metrics_path_of(const Config& config, const std::string& metrics_flag) {
   if (!metrics_flag.empty()) return metrics_flag;
-  if (!config.train.metrics_file.empty()) return config.train.metrics_file;
-  return config.checkpoint.dir.empty() ? "metrics.jsonl" : config.checkpoint.dir + "/metrics.jsonl";
+  return config.metrics_path();
 }
 
 RunStart prepare_run_dir(const Config& config, const std::string& metrics_path, const RunDirRequest& request) {

@@ -138,7 +138,7 @@ struct TrainConfig {
   int log_interval = 1;    // steps between progress lines
   int eval_interval = 0;   // steps between validation evaluations (0: never)
   int eval_batches = 4;    // global batches of fixed validation windows per evaluation
-  std::string metrics_file;  // JSONL; default <checkpoint.dir or .>/metrics.jsonl
+  std::string metrics_file;  // JSONL; empty: Config::metrics_path()'s default
   std::string init_from;     // checkpoint whose weights start a fresh run (fresh optimizer, step 0)
   // Steps written to the Chrome Trace / Perfetto file <metrics folder>/trace.json.gz (docs/tracing.md),
   // ascending; YAML: a list or a range "first-last". Empty: no trace.
@@ -192,6 +192,13 @@ struct Config {
   DataConfig data;
   CheckpointConfig checkpoint;
   std::string source;  // the file it was read from (for messages)
+
+  // Where the metrics go: train.metrics_file, by default metrics.jsonl in checkpoint.dir (or in the
+  // working directory without one). The one place this default is spelled.
+  std::string metrics_path() const {
+    if (!train.metrics_file.empty()) return train.metrics_file;
+    return checkpoint.dir.empty() ? "metrics.jsonl" : checkpoint.dir + "/metrics.jsonl";
+  }
 
   bool operator==(const Config&) const = default;
 };

@@ -7,6 +7,7 @@
 // line and quote the value exactly as the user wrote it.
 #include "config/config_loader.h"
 
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -23,8 +24,10 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
+#include "config/config_keys.h"
 #include "config/config_reader.h"
 #include "core/error.h"
 
@@ -82,12 +85,14 @@ std::optional<size_t> first_unprintable(std::string_view text) {
   return std::nullopt;
 }
 
-// One YAML map of the config. The constructor rejects a non-map, unknown keys and repeated keys;
-// read() converts one key's value into a field (an absent key leaves the field's default).
+// One YAML map of the config. The constructor rejects a non-map, unknown keys and repeated keys
+// (the keys of `schema` in config_keys.h: the path, with "[]" for the maps of a list); read()
+// converts one key's value into a field (an absent key leaves the field's default).
 class Section {
  public:
-  Section(ConfigReader& reader, const YAML::Node& node, std::string path, int line, std::vector<std::string> keys)
-      : reader_(reader), path_(std::move(path)) {
+  Section(ConfigReader& reader, const YAML::Node& node, std::string path, int line, std::string schema)
+      : reader_(reader), path_(std::move(path)), schema_(std::move(schema)) {
+    const std::vector<std::string> keys = config_section_keys(schema_);
     if (node.IsNull()) return;  // `section:` with nothing under it: all defaults
     if (!node.IsMap()) reader_.fail_at(line, path_, fmt::format("expected a map, got {}", describe(node)));
     for (const auto& item : node) {
@@ -110,25 +115,33 @@ class Section {
   int line(const std::string& key) const { return entries_.at(key).line; }
   const YAML::Node& node(const std::string& key) const { return entries_.at(key).value; }
 
-  Section section(const std::string& key, std::vector<std::string> keys) const {
-    if (!has(key)) return Section(reader_, YAML::Node(), child(key), 0, std::move(keys));
+  const std::string& schema() const { return schema_; }
+  std::string schema_child(std::string_view key) const {
+    return schema_.empty() ? std::string(key) : schema_ + "." + std::string(key);
+  }
+
+  Section section(const std::string& key) const {
+    if (!has(key)) return Section(reader_, YAML::Node(), child(key), 0, schema_child(key));
     reader_.record(child(key), KeyInfo{child(key), line(key), ""});
-    return Section(reader_, node(key), child(key), line(key), std::move(keys));
+    return Section(reader_, node(key), child(key), line(key), schema_child(key));
+  }
+
+  // `other` (another key of this map) and `key` must not both be given.
+  void refuse_together(const std::string& key, const std::string& other) const {
+    if (has(key) && has(other))
+      reader_.fail_at(line(key), child(key),
+                      fmt::format("given together with {} (line {}), expected only one of {}, {}", other, line(other),
+                                  other, key));
   }
 
   void require(const std::string& key) const {
     if (!has(key)) reader_.fail_missing(child(key));
   }
-
-  // `alias` is another spelling of `key`: reads whichever was given into `out`.
-  template <typename T>
-  void read_aliased(const std::string& key, const std::string& alias, T& out) {
-    if (has(key) && has(alias))
-      reader_.fail_at(line(alias), child(alias),
-                      fmt::format("given together with {} (line {}), expected only one of {}, {}", key, line(key), key,
-                                  alias));
-    if (has(alias)) read_as(alias, child(key), out);
-    if (has(key)) read(key, out);
+  // Every key of this map's schema marked kKeyRequired.
+  void require_all() const {
+    for (const ConfigKey& key : config_keys())
+      if ((key.flags & kKeyRequired) && config_key_parent(key.path) == schema_)
+        require(std::string(config_key_leaf(key.path)));
   }
 
   template <typename T>
@@ -136,10 +149,28 @@ class Section {
     if (has(key)) read_as(key, child(key), out);
   }
 
-  template <typename E, size_t N>
-  void read_enum(const std::string& key, const NameTable<E, N>& table, E& out) {
+  // Reads `key` (written under this spelling) into the field of the key `canonical` names.
+  void read_field(const std::string& key, const std::string& canonical, const ConfigField& field) {
     if (!has(key)) return;
-    const std::string text = scalar(key, child(key), "one of " + names_of(table));
+    std::visit(
+        [&](auto* out) {
+          if constexpr (std::is_enum_v<std::remove_pointer_t<decltype(out)>>)
+            read_enum(key, canonical, names_for(out), *out);
+          else
+            read_as(key, canonical, *out);
+        },
+        field);
+  }
+
+ private:
+  struct Entry {
+    YAML::Node value;
+    int line;
+  };
+
+  template <typename E, size_t N>
+  void read_enum(const std::string& key, const std::string& canonical, const NameTable<E, N>& table, E& out) {
+    const std::string text = scalar(key, canonical, "one of " + names_of(table));
     for (const auto& [name, value] : table) {
       if (text == name) {
         out = value;
@@ -148,12 +179,6 @@ class Section {
     }
     reader_.fail_at(line(key), child(key), fmt::format("expected one of {}, got '{}'", names_of(table), text));
   }
-
- private:
-  struct Entry {
-    YAML::Node value;
-    int line;
-  };
 
   // The scalar text of `key`, recorded under `canonical`; fails naming `expected` for maps, lists, null.
   std::string scalar(const std::string& key, const std::string& canonical, std::string_view expected) {
@@ -233,25 +258,27 @@ class Section {
 
   ConfigReader& reader_;
   std::string path_;
+  std::string schema_;
   std::map<std::string, Entry> entries_;
 };
 
 // data.train: a path, Megatron's flat "w1 path1 w2 path2 ..." string, or a list of
 // {path, weight, format} maps. Every form fills data.train_sources; data.train keeps the first path.
-void read_train_sources(ConfigReader& reader, Section& data, DataConfig& d) {
-  const YAML::Node& node = data.node("train");
-  const int line = data.line("train");
+void read_train_sources(ConfigReader& reader, Section& data, const std::string& key, DataConfig& d) {
+  const std::string at = data.child(key);  // data.train
+  const YAML::Node& node = data.node(key);
+  const int line = data.line(key);
   d.train_sources.clear();
   if (node.IsSequence()) {
-    reader.record("data.train", KeyInfo{"data.train", line, ""});
-    if (node.size() == 0) reader.fail_at(line, "data.train", "expected at least one source, got an empty list");
+    reader.record(at, KeyInfo{at, line, ""});
+    if (node.size() == 0) reader.fail_at(line, at, "expected at least one source, got an empty list");
     for (size_t i = 0; i < node.size(); ++i) {
-      const std::string path = fmt::format("data.train[{}]", i);
+      const std::string path = fmt::format("{}[{}]", at, i);
       const int element_line = node[i].Mark().line + 1;
       if (!node[i].IsMap())
         reader.fail_at(element_line, path, fmt::format("expected a map {{path, weight, format}}, got {}", describe(node[i])));
-      Section source(reader, node[i], path, element_line, {"path", "weight", "format"});
-      source.require("path");
+      Section source(reader, node[i], path, element_line, at + "[]");
+      source.require_all();
       DataSourceConfig s;
       source.read("path", s.path);
       source.read("weight", s.weight);
@@ -260,7 +287,7 @@ void read_train_sources(ConfigReader& reader, Section& data, DataConfig& d) {
     }
   } else {
     std::string text;
-    data.read("train", text);
+    data.read(key, text);
     std::istringstream words(text);
     std::vector<std::string> parts;
     for (std::string w; words >> w;) parts.push_back(w);
@@ -268,13 +295,13 @@ void read_train_sources(ConfigReader& reader, Section& data, DataConfig& d) {
       d.train_sources.push_back({.path = text});
     } else {
       if (parts.size() % 2 != 0)
-        reader.fail_at(line, "data.train",
+        reader.fail_at(line, at,
                        fmt::format("expected a path or weight/path pairs like \"0.7 a 0.3 b\", got '{}' ({} words)",
                                    text, parts.size()));
       for (size_t i = 0; i < parts.size(); i += 2) {
         std::optional<double> w = parse_number(parts[i]);
         if (!w)
-          reader.fail_at(line, "data.train",
+          reader.fail_at(line, at,
                          fmt::format("expected weight/path pairs like \"0.7 a 0.3 b\", got '{}' where a weight belongs",
                                      parts[i]));
         d.train_sources.push_back({.path = parts[i + 1], .weight = *w});
@@ -284,69 +311,23 @@ void read_train_sources(ConfigReader& reader, Section& data, DataConfig& d) {
   d.train = d.train_sources.front().path;
 }
 
-void read_model(Section& s, ModelConfig& m) {
-  for (const char* key : {"vocab_size", "hidden_size", "num_layers", "num_heads", "ffn_hidden_size", "seq_length"})
-    s.require(key);
-  s.read("vocab_size", m.vocab_size);
-  s.read("hidden_size", m.hidden_size);
-  s.read("num_layers", m.num_layers);
-  s.read("num_heads", m.num_heads);
-  s.read("ffn_hidden_size", m.ffn_hidden_size);
-  s.read("seq_length", m.seq_length);
-  s.read("tie_embeddings", m.tie_embeddings);
-  s.read("num_kv_heads", m.num_kv_heads);
-  s.read("rope_theta", m.rope_theta);
-  s.read("norm_eps", m.norm_eps);
-  Section moe = s.section("moe", {"num_experts", "top_k", "layer_freq", "capacity_factor", "aux_loss_coeff",
-                                  "z_loss_coeff", "router_bias_update_rate", "a2a_chunks", "first_dense_layers",
-                                  "expert_ffn_hidden_size", "shared_experts", "shared_expert_ffn_hidden_size",
-                                  "score_function", "normalize_top_k", "redundant_experts", "rebalance_interval"});
-  moe.read("num_experts", m.moe.num_experts);
-  moe.read("top_k", m.moe.top_k);
-  moe.read("layer_freq", m.moe.layer_freq);
-  moe.read("capacity_factor", m.moe.capacity_factor);
-  moe.read("aux_loss_coeff", m.moe.aux_loss_coeff);
-  moe.read("z_loss_coeff", m.moe.z_loss_coeff);
-  moe.read("router_bias_update_rate", m.moe.router_bias_update_rate);
-  moe.read("a2a_chunks", m.moe.a2a_chunks);
-  moe.read("first_dense_layers", m.moe.first_dense_layers);
-  moe.read("expert_ffn_hidden_size", m.moe.expert_ffn_hidden_size);
-  moe.read("shared_experts", m.moe.shared_experts);
-  moe.read("shared_expert_ffn_hidden_size", m.moe.shared_expert_ffn_hidden_size);
-  moe.read_enum("score_function", kRouterScoreNames, m.moe.score_function);
-  moe.read("normalize_top_k", m.moe.normalize_top_k);
-  moe.read("redundant_experts", m.moe.redundant_experts);
-  moe.read("rebalance_interval", m.moe.rebalance_interval);
-}
-
-// Omitted widths and head counts take the value they default to, so that a config reads back
-// from config_to_yaml as the same Config. Runs after validate (the defaults are then valid).
-void resolve_defaults(ModelConfig& m) {
-  m.num_kv_heads = m.kv_heads();
-  if (m.is_moe()) {
-    m.moe.expert_ffn_hidden_size = m.expert_ffn();
-    if (m.moe.shared_experts > 0 && m.moe.shared_expert_ffn_hidden_size == 0)
-      m.moe.shared_expert_ffn_hidden_size = m.moe.expert_ffn_hidden_size;
-  }
-}
-
 // parallel_config.grad_bucket_size: an element count (40000000) or bytes of fp32 gradients with a
 // unit ("160MB", "64MiB", "1GiB"); stored as elements. Giving it together with the count
 // gradient_aggregation_group is refused: the two are different answers to one question.
-void read_bucket_size(ConfigReader& reader, Section& s, ParallelConfig& p) {
-  if (!s.has("grad_bucket_size")) return;
-  if (s.has("gradient_aggregation_group"))
-    reader.fail_at(s.line("grad_bucket_size"), s.child("grad_bucket_size"),
-                   fmt::format("given together with gradient_aggregation_group (line {}), expected only one of "
-                               "grad_bucket_size (bucket size), gradient_aggregation_group (bucket count)",
-                               s.line("gradient_aggregation_group")));
-  const YAML::Node& node = s.node("grad_bucket_size");
+void read_bucket_size(ConfigReader& reader, Section& s, const std::string& key, const std::string& count_key,
+                      ParallelConfig& p) {
+  if (!s.has(key)) return;
+  if (s.has(count_key))
+    reader.fail_at(s.line(key), s.child(key),
+                   fmt::format("given together with {} (line {}), expected only one of {} (bucket size), {} (bucket "
+                               "count)",
+                               count_key, s.line(count_key), key, count_key));
+  const YAML::Node& node = s.node(key);
   const std::string text = node.IsScalar() ? node.Scalar() : describe(node);
   constexpr std::string_view kExpected =
       "a positive element count or bytes with a unit (B, KB, MB, GB, KiB, MiB, GiB), e.g. 40000000 or 64MiB";
   auto fail = [&] {
-    reader.fail_at(s.line("grad_bucket_size"), s.child("grad_bucket_size"),
-                   fmt::format("expected {}, got '{}'", kExpected, text));
+    reader.fail_at(s.line(key), s.child(key), fmt::format("expected {}, got '{}'", kExpected, text));
   };
   if (!node.IsScalar()) fail();
   if (auto elements = parse_integer<int64_t>(text)) {
@@ -373,109 +354,96 @@ void read_bucket_size(ConfigReader& reader, Section& s, ParallelConfig& p) {
   fail();
 }
 
-void read_parallel(ConfigReader& reader, Section& s, ParallelConfig& p) {
-  s.read("data_parallel", p.data_parallel);
-  s.read("expert_parallel", p.expert_parallel);
-  s.read_aliased("tensor_parallel", "model_parallel", p.tensor_parallel);
-  s.read_aliased("pipeline_parallel", "pipeline_stage", p.pipeline_parallel);
-  s.read("micro_batch_num", p.micro_batch_num);
-  s.read("gradient_aggregation_group", p.gradient_aggregation_group);
-  read_bucket_size(reader, s, p);
-  s.read("zero3_prefetch_buckets", p.zero3_prefetch_buckets);
-  if (s.has("recompute")) {
-    if (s.node("recompute").IsMap()) {
-      Section recompute = s.section("recompute", {"granularity"});
-      recompute.require("granularity");
-      recompute.read_enum("granularity", kGranularityNames, p.recompute);
-    } else {
-      const YAML::Node& node = s.node("recompute");
-      if (!node.IsScalar() || !parse_bool(node.Scalar()))
-        reader.fail_at(s.line("recompute"), s.child("recompute"),
-                       fmt::format("expected true, false or {{granularity: full|selective}}, got {}", describe(node)));
-      bool full = false;
-      s.read("recompute", full);
-      p.recompute = full ? RecomputeGranularity::kFull : RecomputeGranularity::kNone;
-    }
-  }
-  if (s.has("enable_parallel_optimizer")) {
-    if (s.has("zero_stage"))
-      reader.fail_at(s.line("enable_parallel_optimizer"), s.child("enable_parallel_optimizer"),
-                     fmt::format("given together with zero_stage (line {}), expected only one of zero_stage, "
-                                 "enable_parallel_optimizer",
-                                 s.line("zero_stage")));
-    bool enabled = false;
-    s.read("enable_parallel_optimizer", enabled);
-    p.zero_stage = enabled ? 1 : 0;
-  }
-  s.read("zero_stage", p.zero_stage);
-  s.read_enum("pipeline_schedule", kScheduleNames, p.pipeline_schedule);
-  s.read("virtual_pipeline", p.virtual_pipeline);
-  s.read("stage_layers", p.stage_layers);
-  s.read("rank_order", p.rank_order);
-  s.read("device_list", p.device_list);
-  s.read("local_worker_num", p.local_worker_num);
-  s.read("collective_timeout", p.collective_timeout);
-  s.read("overlap_grad_reduce", p.overlap_grad_reduce);
-  s.read_aliased("sequence_parallel", "use_seq_parallel", p.sequence_parallel);
-}
-
-void read_train(Section& s, TrainConfig& t) {
-  s.require("global_batch_size");
-  s.require("steps");
-  s.read("global_batch_size", t.global_batch_size);
-  s.read("steps", t.steps);
-  s.read("lr", t.lr);
-  s.read("min_lr", t.min_lr);
-  s.read("warmup_steps", t.warmup_steps);
-  s.read("weight_decay", t.weight_decay);
-  s.read("grad_clip", t.grad_clip);
-  s.read("beta1", t.beta1);
-  s.read("beta2", t.beta2);
-  s.read("eps", t.eps);
-  s.read("seed", t.seed);
-  s.read_enum("precision", kPrecisionNames, t.precision);
-  Section loss_scale = s.section("loss_scale", {"initial", "factor", "window", "hysteresis"});
-  loss_scale.read("initial", t.loss_scale.initial);
-  loss_scale.read("factor", t.loss_scale.factor);
-  loss_scale.read("window", t.loss_scale.window);
-  loss_scale.read("hysteresis", t.loss_scale.hysteresis);
-  s.read("max_nonfinite_steps", t.max_nonfinite_steps);
-  s.read_enum("grad_compression", kGradCompressionNames, t.grad_compression);
-  s.read_enum("optimizer", kOptimizerNames, t.optimizer);
-  s.read("freeze_steps", t.freeze_steps);
-  s.read("log_interval", t.log_interval);
-  s.read("eval_interval", t.eval_interval);
-  s.read("eval_batches", t.eval_batches);
-  s.read("metrics_file", t.metrics_file);
-  s.read("init_from", t.init_from);
-  s.read("tensorboard_dir", t.tensorboard_dir);
-  s.read("peak_tflops", t.peak_tflops);
-}
-
 // train.trace_steps: a list of steps, or a range "first-last" (or one step); stored sorted, unique.
 // Each step must be in [1, steps].
-void read_trace_steps(const ConfigReader& reader, Section& s, int steps, std::vector<int>& out) {
-  if (!s.has("trace_steps")) return;
-  if (s.node("trace_steps").IsScalar()) {
+void read_trace_steps(const ConfigReader& reader, Section& s, const std::string& key, int steps,
+                      std::vector<int>& out) {
+  if (!s.has(key)) return;
+  if (s.node(key).IsScalar()) {
     std::string text;
-    s.read("trace_steps", text);
+    s.read(key, text);
     const size_t dash = text.find('-', 1);
     const std::optional<int> first = parse_integer<int>(text.substr(0, dash));
     const std::optional<int> last = dash == std::string::npos ? first : parse_integer<int>(text.substr(dash + 1));
     if (!first || !last || *last < *first)
-      reader.fail_at(s.line("trace_steps"), "train.trace_steps",
+      reader.fail_at(s.line(key), s.child(key),
                      fmt::format("expected a list of steps or a range 'first-last' with first <= last, got '{}'", text));
     out.clear();
     for (int step = *first; step <= *last; ++step) out.push_back(step);
   } else {
-    s.read("trace_steps", out);
+    s.read(key, out);
   }
   for (int step : out)
     if (step < 1 || step > steps)
-      reader.fail_at(s.line("trace_steps"), "train.trace_steps",
+      reader.fail_at(s.line(key), s.child(key),
                      fmt::format("expected steps in [1, train.steps = {}], got {}", steps, step));
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
+}
+
+void read_section(ConfigReader& reader, Section& s, Config& config);
+
+// The keys read by hand (kKeyCustom in config_keys.cc).
+void read_custom(ConfigReader& reader, Section& s, const ConfigKey& key, Config& config) {
+  const std::string leaf(config_key_leaf(key.path));
+  ParallelConfig& p = config.parallel;
+  if (key.path == "parallel_config.grad_bucket_size") {
+    read_bucket_size(reader, s, leaf, std::string(key.excludes), p);
+  } else if (key.path == "parallel_config.enable_parallel_optimizer") {  // true = zero_stage 1
+    bool enabled = false;
+    s.read(leaf, enabled);
+    if (s.has(leaf)) p.zero_stage = enabled ? 1 : 0;
+  } else if (key.path == "parallel_config.recompute") {  // true / false, or {granularity: full|selective}
+    if (!s.has(leaf)) return;
+    if (s.node(leaf).IsMap()) {
+      Section recompute = s.section(leaf);
+      read_section(reader, recompute, config);
+      return;
+    }
+    const YAML::Node& node = s.node(leaf);
+    if (!node.IsScalar() || !parse_bool(node.Scalar()))
+      reader.fail_at(s.line(leaf), s.child(leaf),
+                     fmt::format("expected true, false or {{granularity: full|selective}}, got {}", describe(node)));
+    bool full = false;
+    s.read(leaf, full);
+    p.recompute = full ? RecomputeGranularity::kFull : RecomputeGranularity::kNone;
+  } else if (key.path == "train.trace_steps") {
+    read_trace_steps(reader, s, leaf, config.train.steps, config.train.trace_steps);
+  } else if (key.path == "data.train") {
+    read_train_sources(reader, s, leaf, config.data);
+  } else {
+    fail("internal error: config key {} is marked custom but has no reader", key.path);
+  }
+}
+
+// Reads every key of the table under `s` (config_keys.h) into its field, in table order: required
+// keys first, an alias at the place of the key it spells, sections recursively.
+void read_section(ConfigReader& reader, Section& s, Config& config) {
+  std::vector<const ConfigKey*> keys;
+  for (const ConfigKey& key : config_keys())
+    if (config_key_parent(key.path) == s.schema()) keys.push_back(&key);
+  s.require_all();
+  for (const ConfigKey* key : keys) {
+    if (!key->alias_of.empty()) continue;
+    const std::string leaf(config_key_leaf(key->path));
+    for (const ConfigKey* alias : keys) {
+      if (alias->alias_of != leaf) continue;
+      const std::string alias_leaf(config_key_leaf(alias->path));
+      s.refuse_together(alias_leaf, leaf);
+      if (alias->flags & kKeyCustom)
+        read_custom(reader, s, *alias, config);
+      else
+        s.read_field(alias_leaf, s.child(leaf), key->field(config));
+    }
+    if (key->flags & kKeySection) {
+      Section section = s.section(leaf);
+      read_section(reader, section, config);
+    } else if (key->flags & kKeyCustom) {
+      read_custom(reader, s, *key, config);
+    } else {
+      s.read_field(leaf, s.child(leaf), key->field(config));
+    }
+  }
 }
 
 // The 1-based line of a document marker that ends the first document, or 0. A marker is '---' or
@@ -534,45 +502,10 @@ Config parse_config(const std::string& yaml_text, const std::string& source_name
   config.source = source_name;
   if (!root.IsNull() && !root.IsMap())
     reader.fail_at(root.Mark().line + 1, "",
-                   fmt::format("expected a map of sections (model, parallel_config, train, data, checkpoint), got {}",
-                               describe(root)));
-  Section top(reader, root, "", 1, {"model", "parallel_config", "train", "data", "checkpoint"});
-
-  Section model = top.section("model", {"vocab_size", "hidden_size", "num_layers", "num_heads", "ffn_hidden_size",
-                                        "seq_length", "tie_embeddings", "num_kv_heads", "rope_theta", "norm_eps",
-                                        "moe"});
-  read_model(model, config.model);
-
-  Section parallel = top.section(
-      "parallel_config",
-      {"data_parallel", "expert_parallel", "tensor_parallel", "pipeline_parallel", "micro_batch_num",
-       "gradient_aggregation_group", "grad_bucket_size", "zero3_prefetch_buckets", "recompute", "zero_stage", "pipeline_schedule", "virtual_pipeline",
-       "stage_layers", "rank_order", "device_list", "local_worker_num", "collective_timeout", "overlap_grad_reduce",
-       "model_parallel", "pipeline_stage", "enable_parallel_optimizer", "sequence_parallel", "use_seq_parallel"});
-  read_parallel(reader, parallel, config.parallel);
-
-  Section train = top.section(
-      "train", {"global_batch_size", "steps", "lr", "min_lr", "warmup_steps", "weight_decay", "grad_clip", "beta1",
-                "beta2", "eps", "seed", "precision", "loss_scale", "max_nonfinite_steps", "grad_compression",
-                "optimizer", "freeze_steps", "log_interval", "eval_interval", "eval_batches", "metrics_file",
-                "init_from", "trace_steps", "tensorboard_dir", "peak_tflops"});
-  read_train(train, config.train);
-  read_trace_steps(reader, train, config.train.steps, config.train.trace_steps);
-
-  Section data = top.section("data", {"train", "valid", "tokenizer", "format"});
-  data.require("train");
-  read_train_sources(reader, data, config.data);
-  data.read("valid", config.data.valid);
-  data.read("tokenizer", config.data.tokenizer);
-  data.read("format", config.data.format);
-
-  Section checkpoint = top.section("checkpoint", {"dir", "interval", "keep", "timeout", "format", "async"});
-  checkpoint.read("dir", config.checkpoint.dir);
-  checkpoint.read_enum("format", kCheckpointFormatNames, config.checkpoint.format);
-  checkpoint.read("interval", config.checkpoint.interval);
-  checkpoint.read("keep", config.checkpoint.keep);
-  checkpoint.read("timeout", config.checkpoint.timeout);
-  checkpoint.read("async", config.checkpoint.async);
+                   fmt::format("expected a map of sections ({}), got {}",
+                               fmt::join(config_section_keys(""), ", "), describe(root)));
+  Section top(reader, root, "", 1, "");
+  read_section(reader, top, config);
 
   validate(config, reader);
   resolve_defaults(config.model);
@@ -589,3 +522,16 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 }
 
 }  // namespace moe4d
+
+namespace moe4d::config_detail {
+
+void resolve_defaults(ModelConfig& m) {
+  m.num_kv_heads = m.kv_heads();
+  if (m.is_moe()) {
+    m.moe.expert_ffn_hidden_size = m.expert_ffn();
+    if (m.moe.shared_experts > 0 && m.moe.shared_expert_ffn_hidden_size == 0)
+      m.moe.shared_expert_ffn_hidden_size = m.moe.expert_ffn_hidden_size;
+  }
+}
+
+}  // namespace moe4d::config_detail

@@ -7,18 +7,12 @@
 #include <utility>
 #include <vector>
 
+#include "config/config_keys.h"
 #include "config/config_reader.h"
 #include "core/error.h"
 
 namespace moe4d::config_detail {
 namespace {
-
-// Keys that are two spellings of one setting, or two answers to one question, inside one map: an
-// override of one replaces the other in the file instead of colliding with it.
-constexpr std::pair<std::string_view, std::string_view> kExclusive[] = {
-    {"tensor_parallel", "model_parallel"},       {"pipeline_parallel", "pipeline_stage"},
-    {"sequence_parallel", "use_seq_parallel"},   {"zero_stage", "enable_parallel_optimizer"},
-    {"grad_bucket_size", "gradient_aggregation_group"}};
 
 bool valid_component(const std::string& part) {
   return !part.empty() && std::all_of(part.begin(), part.end(), [](unsigned char c) {
@@ -79,9 +73,15 @@ std::vector<OverrideSite> apply_overrides(YAML::Node& root, const std::vector<st
     const std::string& leaf = parts.back();
     if (site.created.empty() && !node[leaf]) site.created = key;
     if (site.created.empty()) site.created = key;
-    for (const auto& [a, b] : kExclusive) {
-      if (leaf == a && node.IsMap() && node[std::string(b)]) node.remove(std::string(b));
-      if (leaf == b && node.IsMap() && node[std::string(a)]) node.remove(std::string(a));
+    // Two spellings of one setting, or two answers to one question (ConfigKey::excludes): setting
+    // one replaces the other in the file instead of colliding with it.
+    for (const ConfigKey& k : config_keys()) {
+      if (k.excludes.empty() || config_key_parent(k.path) != config_key_parent(key))
+        continue;
+      const std::string_view other = leaf == config_key_leaf(k.path) ? k.excludes
+                                     : leaf == k.excludes             ? config_key_leaf(k.path)
+                                                                      : std::string_view();
+      if (!other.empty() && node.IsMap() && node[std::string(other)]) node.remove(std::string(other));
     }
     node[leaf] = parse_value(key, item.substr(eq + 1));
     sites.push_back(site);

@@ -14,42 +14,12 @@
 #include <vector>
 
 #include "config/config.h"
+#include "config/config_names.h"
 #include "core/error.h"
 
 namespace moe4d::config_detail {
 
-// Spellings of the enum-valued keys, shared by the reader and config_to_yaml.
-template <typename E, size_t N>
-using NameTable = std::array<std::pair<std::string_view, E>, N>;
-inline constexpr NameTable<Precision, 3> kPrecisionNames{
-    {{"fp32", Precision::kFP32}, {"bf16", Precision::kBF16}, {"fp16", Precision::kFP16}}};
-inline constexpr NameTable<CheckpointFormat, 2> kCheckpointFormatNames{
-    {{"full", CheckpointFormat::kFull}, {"sharded", CheckpointFormat::kSharded}}};
-inline constexpr NameTable<GradCompression, 3> kGradCompressionNames{
-    {{"none", GradCompression::kNone}, {"bf16", GradCompression::kBF16}, {"fp16", GradCompression::kFP16}}};
-inline constexpr NameTable<OptimizerKind, 2> kOptimizerNames{
-    {{"adamw", OptimizerKind::kAdamW}, {"onebit_adam", OptimizerKind::kOneBitAdam}}};
-inline constexpr NameTable<PipelineSchedule, 3> kScheduleNames{{{"gpipe", PipelineSchedule::kGPipe},
-                                                         {"1f1b", PipelineSchedule::k1F1B},
-                                                         {"interleaved", PipelineSchedule::kInterleaved}}};
-inline constexpr NameTable<RouterScore, 2> kRouterScoreNames{
-    {{"softmax", RouterScore::kSoftmax}, {"sigmoid", RouterScore::kSigmoid}}};
-inline constexpr NameTable<RecomputeGranularity, 2> kGranularityNames{
-    {{"full", RecomputeGranularity::kFull}, {"selective", RecomputeGranularity::kSelective}}};
-
-template <typename E, size_t N>
-std::string_view name_of(const NameTable<E, N>& table, E value) {
-  for (const auto& [name, v] : table)
-    if (v == value) return name;
-  return "?";
-}
-
-template <typename E, size_t N>
-std::string names_of(const NameTable<E, N>& table) {
-  std::string out;
-  for (const auto& entry : table) out += fmt::format("{}{}", out.empty() ? "" : ", ", entry.first);
-  return out;
-}
+using namespace config_names;
 
 // `text` with control characters and bytes that are not part of valid UTF-8 written as \xNN, so that
 // a message quoting the user's bytes stays one printable line (a raw 0xD7 from a binary file would
@@ -166,6 +136,10 @@ inline constexpr int kMaxConfigNesting = 16;  // a config needs 4: section, key,
 // Applies `KEY=VALUE` overrides to the parsed YAML `root` (config_overrides.cc) and returns where
 // each landed; a malformed override fails naming it.
 std::vector<OverrideSite> apply_overrides(YAML::Node& root, const std::vector<std::string>& overrides);
+
+// Omitted widths and head counts take the value they default to (num_kv_heads = num_heads, ...),
+// so that a config reads back from config_to_yaml as the same Config (config_loader.cc).
+void resolve_defaults(ModelConfig& m);
 
 // Pass 2 of parse_config: ranges and cross-field rules of one model, pointing at the lines `r`
 // recorded (config_validate.cc).

@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "config/config.h"
+#include "config/layout_rules.h"
 #include "core/error.h"
 
 namespace moe4d {
@@ -65,19 +66,21 @@ void check_pipeline(const ModelConfig& model, const ParallelConfig& p) {
          model.num_layers, p.pipeline_parallel, model.num_layers, small_divisors(model.num_layers));
   }
   if (!interleaved) return;
-  if (p.pipeline_parallel < 2)
+  const InterleavedFit fit =
+      interleaved_fit(model.num_layers, p.pipeline_parallel, p.virtual_pipeline, p.micro_batch_num);
+  if (fit.few_stages)
     fail("pipeline_schedule interleaved needs pipeline_parallel >= 2 (got {}); use 1f1b or more stages",
          p.pipeline_parallel);
-  if (p.virtual_pipeline < 2)
+  if (fit.few_chunks)
     fail("pipeline_schedule interleaved needs virtual_pipeline >= 2 model chunks per rank (got {}); set "
          "virtual_pipeline or use 1f1b",
          p.virtual_pipeline);
-  int chunks = p.pipeline_parallel * p.virtual_pipeline;
-  if (model.num_layers % chunks != 0)
+  const int chunks = p.pipeline_parallel * p.virtual_pipeline;
+  if (fit.layers_uneven)
     fail("num_layers {} is not divisible by pipeline_parallel {} x virtual_pipeline {} = {} (the interleaved schedule "
          "gives every chunk the same number of layers); change virtual_pipeline or num_layers",
          model.num_layers, p.pipeline_parallel, p.virtual_pipeline, chunks);
-  if (p.micro_batch_num % p.pipeline_parallel != 0)
+  if (fit.micro_batches_uneven)
     fail("micro_batch_num {} is not divisible by pipeline_parallel {} (required by the interleaved schedule); use a "
          "multiple of {}",
          p.micro_batch_num, p.pipeline_parallel, p.pipeline_parallel);
@@ -127,17 +130,11 @@ void validate_parallel_size(const ParallelConfig& p, int world_size) {
 void validate_layout(const ModelConfig& model, const ParallelConfig& p, int64_t global_batch_size, int world_size) {
   validate_parallel_size(p, world_size);
 
-  require_divisible("num_heads", model.num_heads, "tensor_parallel", p.tensor_parallel);
-  // Each TP rank holds whole KV heads with their query heads (model/attention_block.h).
-  require_divisible("num_kv_heads", model.kv_heads(), "tensor_parallel", p.tensor_parallel);
-  require_divisible("ffn_hidden_size", model.ffn_hidden_size, "tensor_parallel", p.tensor_parallel);
-  if (model.is_moe()) {
-    require_divisible("moe.expert_ffn_hidden_size", model.expert_ffn(), "tensor_parallel", p.tensor_parallel);
-    if (model.shared_ffn() > 0)
-      require_divisible("moe.shared_experts x moe.shared_expert_ffn_hidden_size", model.shared_ffn(),
-                        "tensor_parallel", p.tensor_parallel);
-  }
-  require_divisible("vocab_size", model.vocab_size, "tensor_parallel", p.tensor_parallel);
+  // What each size must divide (config/layout_rules.h): TP ranks hold whole heads (query and KV,
+  // model/attention_block.h) and slices of the FFNs and the vocabulary.
+  const std::vector<SplitRule> rules = split_rules(model);
+  for (const SplitRule& rule : rules)
+    if (rule.by == SplitRule::kTensor) require_divisible(rule.key, rule.value, "tensor_parallel", p.tensor_parallel);
   // Sequence parallelism gives every TP rank an equal slice of each sequence (model/sequence_shard.h).
   if (p.sequence_parallel && model.seq_length % p.tensor_parallel != 0)
     fail("sequence_parallel needs seq_length divisible by tensor_parallel, but seq_length {} is not divisible by "
@@ -148,22 +145,23 @@ void validate_layout(const ModelConfig& model, const ParallelConfig& p, int64_t 
     fail("expert_parallel {} needs a MoE model, but moe.num_experts is 0 (dense); set expert_parallel: 1 or give the "
          "model experts",
          p.expert_parallel);
-  if (model.is_moe()) require_divisible("num_experts", model.moe.num_experts, "expert_parallel", p.expert_parallel);
+  for (const SplitRule& rule : rules)
+    if (rule.by == SplitRule::kExpert) require_divisible(rule.key, rule.value, "expert_parallel", p.expert_parallel);
   if (const int R = model.moe.redundant_experts; model.is_moe() && R > 0) {
+    const ReplicationFit fit = replication_fit(model, p.expert_parallel, R);
     // Replicas spread a hot expert over EP ranks; with one EP rank there is nowhere to spread it.
-    if (p.expert_parallel < 2)
+    if (fit.needs_two_ranks)
       fail("moe.redundant_experts {} needs expert_parallel >= 2 (replicas go to other EP ranks), but expert_parallel "
            "is {}; set moe.redundant_experts: 0 or raise expert_parallel",
            R, p.expert_parallel);
-    if (R % p.expert_parallel != 0)
+    if (fit.uneven)
       fail("moe.redundant_experts {} is not divisible by expert_parallel {} (each EP rank holds redundant_experts / "
            "expert_parallel replica slots); use a multiple of {} (e.g. {})",
            R, p.expert_parallel, p.expert_parallel, nearby_multiples(R, p.expert_parallel));
-    const int most = model.moe.num_experts * (p.expert_parallel - 1);
-    if (R > most)
+    if (fit.too_many)
       fail("moe.redundant_experts {} exceeds num_experts x (expert_parallel - 1) = {} (no expert needs more copies "
            "than there are EP ranks); use at most {}",
-           R, most, most);
+           R, fit.most, fit.most);
   }
 
   check_pipeline(model, p);

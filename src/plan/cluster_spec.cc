@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "config/config_names.h"
 #include "core/error.h"
 
 namespace moe4d {
@@ -22,14 +23,7 @@ const char* collective_name(Collective coll) {
   return "?";
 }
 
-const char* precision_name(Precision precision) {
-  switch (precision) {
-    case Precision::kFP32: return "fp32";
-    case Precision::kBF16: return "bf16";
-    case Precision::kFP16: return "fp16";
-  }
-  return "?";
-}
+const char* precision_name(Precision precision) { return config_names::name_of(config_names::kPrecisionNames, precision).data(); }
 
 const std::vector<EfficiencyPoint>& default_gemm_efficiency() {
   static const std::vector<EfficiencyPoint> curve = {

@@ -8,9 +8,16 @@
 #include <map>
 #include <sstream>
 
+#include "config/config_names.h"
 #include "core/error.h"
 
 namespace moe4d {
+
+using config_names::kRecomputeNames;
+using config_names::kScheduleNames;
+using config_names::name_of;
+using config_names::names_or;
+using config_names::value_of;
 
 int Layout::size(ParallelDim dim) const {
   switch (dim) {
@@ -22,23 +29,9 @@ int Layout::size(ParallelDim dim) const {
   return 1;
 }
 
-const char* schedule_name(PipelineSchedule schedule) {
-  switch (schedule) {
-    case PipelineSchedule::kGPipe: return "gpipe";
-    case PipelineSchedule::k1F1B: return "1f1b";
-    case PipelineSchedule::kInterleaved: return "interleaved";
-  }
-  return "?";
-}
-
-const char* recompute_name(RecomputeGranularity recompute) {
-  switch (recompute) {
-    case RecomputeGranularity::kNone: return "none";
-    case RecomputeGranularity::kSelective: return "selective";
-    case RecomputeGranularity::kFull: return "full";
-  }
-  return "?";
-}
+// The tables' entries are string literals, so data() is a C string.
+const char* schedule_name(PipelineSchedule schedule) { return name_of(kScheduleNames, schedule).data(); }
+const char* recompute_name(RecomputeGranularity recompute) { return name_of(kRecomputeNames, recompute).data(); }
 
 std::string rank_order_string(const RankOrder& order) {
   return fmt::format("{}-{}-{}-{}", parallel_dim_name(order[0]), parallel_dim_name(order[1]), parallel_dim_name(order[2]),
@@ -181,15 +174,15 @@ Layout parse_layout(const std::string& text, int64_t global_batch, int devices) 
     else if (key == "mbs") mbs = parse_positive(key, value);
     else if (key == "v") { l.virtual_stages = parse_positive(key, value); have_v = true; }
     else if (key == "schedule") {
-      if (value == "gpipe") l.schedule = PipelineSchedule::kGPipe;
-      else if (value == "1f1b") l.schedule = PipelineSchedule::k1F1B;
-      else if (value == "interleaved") l.schedule = PipelineSchedule::kInterleaved;
-      else fail("--layout schedule={}: expected gpipe, 1f1b or interleaved", value);
+      const auto schedule = value_of(kScheduleNames, value);
+      if (!schedule) fail("--layout schedule={}: expected {}", value, names_or(kScheduleNames));
+      l.schedule = *schedule;
     } else if (key == "recompute") {
-      if (value == "none" || value == "false") l.recompute = RecomputeGranularity::kNone;
-      else if (value == "selective") l.recompute = RecomputeGranularity::kSelective;
-      else if (value == "full" || value == "true") l.recompute = RecomputeGranularity::kFull;
-      else fail("--layout recompute={}: expected none, selective or full", value);
+      const auto recompute = value == "false" ? RecomputeGranularity::kNone
+                             : value == "true"  ? RecomputeGranularity::kFull
+                                                : value_of(kRecomputeNames, value);
+      if (!recompute) fail("--layout recompute={}: expected {}", value, names_or(kRecomputeNames));
+      l.recompute = *recompute;
     } else if (key == "zero") {
       if (value != "0" && value != "1" && value != "2" && value != "3")
         fail("--layout zero={}: expected 0, 1, 2 or 3", value);

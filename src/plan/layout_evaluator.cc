@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "config/layout_rules.h"
 #include "plan/compute_model.h"
 #include "plan/replication_model.h"
 #include "plan/schedule_model.h"
@@ -37,18 +38,15 @@ std::string split_problem(const PlanContext& ctx, const Layout& l) {
   if (l.world() != devices)
     return fmt::format("parallel size mismatch: dp {} x ep {} x tp {} x pp {} = {}, but {} devices are available", l.dp,
                        l.ep, l.tp, l.pp, l.world(), devices);
-  if (m.num_heads % l.tp != 0) return fmt::format("tp {} does not divide num_heads {}", l.tp, m.num_heads);
-  if (m.kv_heads() % l.tp != 0) return fmt::format("tp {} does not divide num_kv_heads {}", l.tp, m.kv_heads());
-  if (m.ffn_hidden_size % l.tp != 0)
-    return fmt::format("tp {} does not divide ffn_hidden_size {}", l.tp, m.ffn_hidden_size);
-  if (m.is_moe() && m.expert_ffn() % l.tp != 0)
-    return fmt::format("tp {} does not divide expert_ffn_hidden_size {}", l.tp, m.expert_ffn());
-  if (m.is_moe() && m.shared_ffn() % l.tp != 0)
-    return fmt::format("tp {} does not divide the shared experts' width {}", l.tp, m.shared_ffn());
-  if (m.vocab_size % l.tp != 0) return fmt::format("tp {} does not divide vocab_size {}", l.tp, m.vocab_size);
+  // What each size must divide: config/layout_rules.h, the rules `moe4d train` checks too.
+  const std::vector<SplitRule> rules = split_rules(m);
+  for (const SplitRule& rule : rules)
+    if (rule.by == SplitRule::kTensor && rule.value % l.tp != 0)
+      return fmt::format("tp {} does not divide {} {}", l.tp, rule.quantity, rule.value);
   if (!m.is_moe() && l.ep > 1) return fmt::format("ep {} needs an MoE model (num_experts is 0)", l.ep);
-  if (m.is_moe() && m.moe.num_experts % l.ep != 0)
-    return fmt::format("ep {} does not divide num_experts {}", l.ep, m.moe.num_experts);
+  for (const SplitRule& rule : rules)
+    if (rule.by == SplitRule::kExpert && rule.value % l.ep != 0)
+      return fmt::format("ep {} does not divide {} {}", l.ep, rule.quantity, rule.value);
   if (m.num_layers % l.pp != 0) return fmt::format("pp {} does not divide num_layers {}", l.pp, m.num_layers);
   if (const std::string r = replication_problem(m, l.ep, ctx.setup.redundant_experts); !r.empty()) return r;
   if (ctx.setup.global_batch % l.data_replicas() != 0)
@@ -64,12 +62,13 @@ std::string layout_problem(const PlanContext& ctx, const Layout& l) {
   if (l.micro_batch_size < 1 || l.micro_batch_num < 1) return "micro-batch size and count must be >= 1";
   if (l.zero_stage < 0 || l.zero_stage > 3) return fmt::format("zero stage {} is not 0, 1, 2 or 3", l.zero_stage);
   if (l.schedule == PipelineSchedule::kInterleaved) {
-    if (l.pp < 2) return "the interleaved schedule needs pp >= 2";
-    if (l.virtual_stages < 2) return "the interleaved schedule needs v >= 2 model chunks per rank";
-    if (l.micro_batch_num % l.pp != 0)
+    const InterleavedFit fit = interleaved_fit(m.num_layers, l.pp, l.virtual_stages, l.micro_batch_num);
+    if (fit.few_stages) return "the interleaved schedule needs pp >= 2";
+    if (fit.few_chunks) return "the interleaved schedule needs v >= 2 model chunks per rank";
+    if (fit.micro_batches_uneven)
       return fmt::format("the interleaved schedule needs micro_batch_num {} to be a multiple of pp {}", l.micro_batch_num,
                          l.pp);
-    if (m.num_layers % (l.pp * l.virtual_stages) != 0)
+    if (fit.layers_uneven)
       return fmt::format("pp {} x v {} does not divide num_layers {}", l.pp, l.virtual_stages, m.num_layers);
   } else if (l.virtual_stages != 1) {
     return "virtual stages need the interleaved schedule";

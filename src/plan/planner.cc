@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "config/config_names.h"
 #include "core/error.h"
 #include "plan/cluster_presets.h"
 #include "plan/cluster_yaml.h"
@@ -95,10 +96,8 @@ Resolved resolve(const PlanRequest& request) {
 }  // namespace
 
 Precision parse_precision(const std::string& name) {
-  if (name == "fp32") return Precision::kFP32;
-  if (name == "bf16") return Precision::kBF16;
-  if (name == "fp16") return Precision::kFP16;
-  fail("--precision {}: expected fp32, bf16 or fp16", name);
+  if (const auto precision = config_names::value_of(config_names::kPrecisionNames, name)) return *precision;
+  fail("--precision {}: expected {}", name, config_names::names_or(config_names::kPrecisionNames));
 }
 
 std::vector<int> parse_device_list(const std::string& text) {

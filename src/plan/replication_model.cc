@@ -9,16 +9,16 @@
 
 #include <fmt/format.h>
 
+#include "config/layout_rules.h"
 #include "expert_placement/expert_placement.h"
 
 namespace moe4d {
 
 std::string replication_problem(const ModelConfig& m, int ep, int redundant) {
   if (redundant <= 0 || ep <= 1) return "";
-  if (redundant % ep != 0) return fmt::format("redundant_experts {} is not divisible by ep {}", redundant, ep);
-  if (redundant > m.moe.num_experts * (ep - 1))
-    return fmt::format("redundant_experts {} exceeds num_experts x (ep - 1) = {}", redundant,
-                       m.moe.num_experts * (ep - 1));
+  const ReplicationFit fit = replication_fit(m, ep, redundant);  // config/layout_rules.h
+  if (fit.uneven) return fmt::format("redundant_experts {} is not divisible by ep {}", redundant, ep);
+  if (fit.too_many) return fmt::format("redundant_experts {} exceeds num_experts x (ep - 1) = {}", redundant, fit.most);
   return "";
 }
 

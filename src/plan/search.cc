@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "config/layout_rules.h"
+
 namespace moe4d {
 namespace {
 
@@ -115,7 +117,7 @@ SearchResult search_layouts(const PlanContext& ctx, const SearchSpace& space, in
             if (pp == 1 && schedule != PipelineSchedule::k1F1B) continue;
             const bool interleaved = schedule == PipelineSchedule::kInterleaved;
             for (int v : interleaved ? space.virtual_stages : single_chunk) {
-              if (interleaved && (m % pp != 0 || ctx.model.num_layers % (pp * v) != 0 || v < 2)) continue;
+              if (interleaved && !interleaved_fit(ctx.model.num_layers, pp, v, m).fits()) continue;
               Layout layout = base;
               layout.order = kDefaultRankOrder;
               layout.micro_batch_size = mbs;

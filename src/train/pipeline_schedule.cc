@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "config/config_names.h"
 #include "core/check.h"
 #include "core/error.h"
 
@@ -55,12 +56,7 @@ std::vector<PipelineAction> interleaved(int p, int m, int v, int s) {
 }  // namespace
 
 const char* pipeline_schedule_name(PipelineSchedule schedule) {
-  switch (schedule) {
-    case PipelineSchedule::kGPipe: return "gpipe";
-    case PipelineSchedule::k1F1B: return "1f1b";
-    case PipelineSchedule::kInterleaved: return "interleaved";
-  }
-  return "?";
+  return config_names::name_of(config_names::kScheduleNames, schedule).data();  // a string literal
 }
 
 const char* pipeline_op_name(PipelineOp op) { return op == PipelineOp::kForward ? "forward" : "backward"; }

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "config/config_names.h"
 #include "core/check.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -26,12 +27,7 @@ constexpr int kTagSlots = 64;
 constexpr int kMpiMinTagUpperBound = 32767;
 
 const char* recompute_name(RecomputeGranularity g) {
-  switch (g) {
-    case RecomputeGranularity::kNone: return "none";
-    case RecomputeGranularity::kFull: return "full";
-    case RecomputeGranularity::kSelective: return "selective";
-  }
-  return "?";
+  return config_names::name_of(config_names::kRecomputeNames, g).data();  // a string literal
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "config/config_names.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "data/window_sampler.h"
@@ -96,8 +97,7 @@ Trainer::Trainer(const Config& config, ParallelContext& pc, TrainerOptions optio
 
   gather_rank_hosts();
   std::string path = options_.metrics_path;
-  if (path.empty()) path = config.train.metrics_file;
-  if (path.empty()) path = config.checkpoint.dir.empty() ? "metrics.jsonl" : config.checkpoint.dir + "/metrics.jsonl";
+  if (path.empty()) path = config.metrics_path();
   if (pc_.rank == 0 && !options_.evaluation_only) metrics_ = MetricsWriter(path, step_);  // eval writes none
   // The trace sits next to the metrics file (collective: clock offsets between the ranks).
   if (!config.train.trace_steps.empty() && !options_.evaluation_only) {
@@ -483,8 +483,7 @@ void Trainer::stop_nonfinite(int64_t step, const MicroBatchFill& fill, float mic
   tracer.check_gradients();
   const NonfiniteDiagnosis diagnosis = agree_on_first_nonfinite(tracer.first(), *pc_.world);
 
-  static constexpr const char* kPrecisionNames[] = {"fp32", "bf16", "fp16"};
-  const std::string precision = kPrecisionNames[static_cast<int>(config_.train.precision)];
+  const std::string precision(config_names::name_of(config_names::kPrecisionNames, config_.train.precision));
   const std::string scale = loss_scaler_.dynamic() ? fmt::format(", loss scale {:g}", loss_scaler_.scale()) : "";
   const std::string first =
       diagnosis.found

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "config/config_names.h"
 #include "core/log.h"
 #include "train/trainer.h"
 
@@ -17,12 +18,7 @@ namespace {
 double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
 
 const char* compression_name(GradCompression c) {
-  switch (c) {
-    case GradCompression::kNone: return "none";
-    case GradCompression::kBF16: return "bf16";
-    case GradCompression::kFP16: return "fp16";
-  }
-  return "?";
+  return config_names::name_of(config_names::kGradCompressionNames, c).data();  // a string literal
 }
 
 }  // namespace
