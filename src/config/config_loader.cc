@@ -434,6 +434,7 @@ void read_train(Section& s, TrainConfig& t) {
   s.read("eps", t.eps);
   s.read("seed", t.seed);
   s.read_enum("precision", kPrecisionNames, t.precision);
+  s.read_enum("backend", kBackendNames, t.backend);
   Section loss_scale = s.section("loss_scale", {"initial", "factor", "window", "hysteresis"});
   loss_scale.read("initial", t.loss_scale.initial);
   loss_scale.read("factor", t.loss_scale.factor);
@@ -553,7 +554,7 @@ Config parse_config(const std::string& yaml_text, const std::string& source_name
 
   Section train = top.section(
       "train", {"global_batch_size", "steps", "lr", "min_lr", "warmup_steps", "weight_decay", "grad_clip", "beta1",
-                "beta2", "eps", "seed", "precision", "loss_scale", "max_nonfinite_steps", "grad_compression",
+                "beta2", "eps", "seed", "precision", "backend", "loss_scale", "max_nonfinite_steps", "grad_compression",
                 "optimizer", "freeze_steps", "log_interval", "eval_interval", "eval_batches", "metrics_file",
                 "init_from", "trace_steps", "tensorboard_dir", "peak_tflops"});
   read_train(train, config.train);

@@ -23,6 +23,8 @@ template <typename E, size_t N>
 using NameTable = std::array<std::pair<std::string_view, E>, N>;
 inline constexpr NameTable<Precision, 3> kPrecisionNames{
     {{"fp32", Precision::kFP32}, {"bf16", Precision::kBF16}, {"fp16", Precision::kFP16}}};
+inline constexpr NameTable<ComputeBackend, 2> kBackendNames{
+    {{"cpu", ComputeBackend::kCpu}, {"reference", ComputeBackend::kReference}}};
 inline constexpr NameTable<CheckpointFormat, 2> kCheckpointFormatNames{
     {{"full", CheckpointFormat::kFull}, {"sharded", CheckpointFormat::kSharded}}};
 inline constexpr NameTable<GradCompression, 3> kGradCompressionNames{

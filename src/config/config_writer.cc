@@ -94,7 +94,7 @@ std::string config_to_yaml(const Config& c) {
   put("global_batch_size", t.global_batch_size)("steps", t.steps)("lr", t.lr)("min_lr", t.min_lr);
   put("warmup_steps", t.warmup_steps)("weight_decay", t.weight_decay)("grad_clip", t.grad_clip);
   put("beta1", t.beta1)("beta2", t.beta2)("eps", t.eps)("seed", t.seed);
-  put("precision", name_of(kPrecisionNames, t.precision));
+  put("precision", name_of(kPrecisionNames, t.precision))("backend", name_of(kBackendNames, t.backend));
   out << YAML::Key << "loss_scale" << YAML::Value << YAML::BeginMap;
   put("initial", t.loss_scale.initial)("factor", t.loss_scale.factor)("window", t.loss_scale.window);
   put("hysteresis", t.loss_scale.hysteresis);

@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "backend/cpu_backend.h"
+#include "backend/reference_backend.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "data/window_sampler.h"
@@ -55,12 +57,21 @@ nlohmann::json comm_json(const CommStats& after, const CommStats& before, double
   *exposed_total += exposed;
   return {{"busy_s", busy}, {"exposed_s", exposed}, {"bytes", bytes}};
 }
+
+std::unique_ptr<Backend> make_backend(ComputeBackend kind) {
+  switch (kind) {
+    case ComputeBackend::kCpu: return std::make_unique<CpuBackend>();
+    case ComputeBackend::kReference: return std::make_unique<ReferenceBackend>();
+  }
+  fail("train.backend: unknown backend {}", static_cast<int>(kind));
+}
 }  // namespace
 
 Trainer::Trainer(const Config& config, ParallelContext& pc, TrainerOptions options)
     : config_(config),
       pc_(pc),
       options_(std::move(options)),
+      backend_(make_backend(config.train.backend)),
       loss_scaler_(config.train.precision, config.train.loss_scale),
       guard_(config.train.max_nonfinite_steps) {
   const ParallelConfig& par = config.parallel;
@@ -82,9 +93,10 @@ Trainer::Trainer(const Config& config, ParallelContext& pc, TrainerOptions optio
   executor_ = std::make_unique<StepExecutor>(config, pc, *model_, params_, micro_batch_size_);
   if (config.train.precision != Precision::kFP32) {
     compute_ = config.train.precision == Precision::kBF16 ? DType::kBF16 : DType::kF16;
-    const PrecisionGemm& gemm16 = backend_->precision_gemm(compute_);
+    const PrecisionGemm* gemm16 = precision_gemm();
     if (pc_.rank == 0 && !options_.quiet)
-      log_info("block GEMMs: {} ({})", gemm16.implementation(), gemm16.onednn_status());
+      log_info("block GEMMs: {}", gemm16 ? fmt::format("{} ({})", gemm16->implementation(), gemm16->onednn_status())
+                                         : fmt::format("backend '{}'", backend_->name()));
   }
   if (options_.fault_injector) injection_ = std::make_unique<FaultInjectionHook>(*options_.fault_injector, params_);
   if (!options_.resume_from.empty()) load_checkpoint(options_.resume_from);
@@ -107,6 +119,11 @@ Trainer::Trainer(const Config& config, ParallelContext& pc, TrainerOptions optio
 }
 
 Trainer::~Trainer() = default;
+
+const PrecisionGemm* Trainer::precision_gemm() const {
+  auto* cpu = dynamic_cast<CpuBackend*>(backend_.get());
+  return compute_ == DType::kF32 || !cpu ? nullptr : &cpu->precision_gemm(compute_);
+}
 
 // Host names of all ranks, for the slow-rank diagnosis (report/rank_times.h): fixed 64-byte slots.
 void Trainer::gather_rank_hosts() {

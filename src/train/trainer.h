@@ -23,7 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backend/cpu_backend.h"
+#include "backend/backend.h"
 #include "config/config.h"
 #include "data/blended_dataset.h"
 #include "data/token_dataset.h"
@@ -44,6 +44,8 @@
 #include "train/zero_param_gatherer.h"
 
 namespace moe4d {
+
+class PrecisionGemm;
 
 struct TrainerOptions {
   std::string resume_from;   // checkpoint (step dir or checkpoint root); empty: start fresh
@@ -113,9 +115,9 @@ class Trainer {
   const LossScaler& loss_scaler() const { return loss_scaler_; }
   int64_t skipped_steps() const { return guard_.skipped_steps(); }
   // The 16-bit GEMM of train.precision bf16 / fp16 (which implementation it uses); null for fp32.
-  const PrecisionGemm* precision_gemm() const {
-    return compute_ == DType::kF32 ? nullptr : &backend_->precision_gemm(compute_);
-  }
+  // Null too on a backend other than `cpu` (train.backend), which has no PrecisionGemm.
+  const PrecisionGemm* precision_gemm() const;
+  Backend& backend() { return *backend_; }  // train.backend: where every kernel of this run executes
   Transformer& model() { return *model_; }
   // Full parameter tensors gathered on rank 0 (empty elsewhere): for tests and checkpoints.
   std::map<std::string, FullTensor> gather_parameters();
@@ -189,8 +191,9 @@ class Trainer {
   // Every world rank's host name (gathered once), written with the first step record of this run.
   std::vector<std::string> rank_hosts_;
   bool rank_hosts_written_ = false;
-  // The backend every kernel of the model runs on, and the block GEMMs' compute type (train.precision).
-  std::unique_ptr<CpuBackend> backend_ = std::make_unique<CpuBackend>();
+  // The backend every kernel of the model runs on (train.backend), and the block GEMMs' compute type
+  // (train.precision).
+  std::unique_ptr<Backend> backend_;
   DType compute_ = DType::kF32;
   BlockNumerics block_numerics(TensorInspector* inspector = nullptr) const {
     return {.backend = backend_.get(), .compute = compute_, .inspector = inspector};
