@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 
+#include "backend/backend.h"
 #include "core/check.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -158,7 +158,7 @@ double StepExecutor::forward(const PipelineAction& a, const float* input, const 
   if (!spec.has_head) {
     const int next = virtual_stage(a.chunk) + 1;
     const int buffer = acquire_buffer();
-    std::memcpy(buffers_[buffer].f32(), slot.state.residual.back(), sizeof(float) * width_);
+    ctx.backend().copy(buffers_[buffer].f32(), slot.state.residual.back(), sizeof(float) * width_);
     send(buffer, next % stages_, message_tag(false, next / stages_, a.micro_batch));
   }
   note_memory(slot, trace, /*after_forward=*/true);

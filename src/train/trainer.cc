@@ -159,14 +159,7 @@ StepResult Trainer::train_step() {
   };
   begin_zero_step(step);  // zeroes the gradients (trainer_zero.cc)
   begin_replica_step();
-  for (MoeLayerStats& s : moe_stats_) {
-    std::fill(s.tokens_per_expert.begin(), s.tokens_per_expert.end(), 0.0);
-    s.dropped_slots = s.routed_slots = s.aux_loss = s.z_loss = 0;
-    s.micro_batches = 0;
-    std::fill(s.rank_rows.begin(), s.rank_rows.end(), 0.0);
-    std::fill(s.rank_rows_without.begin(), s.rank_rows_without.end(), 0.0);
-    s.replica_bytes = s.cross_node_rows = s.cross_node_rows_without = 0;
-  }
+  for (MoeLayerStats& s : moe_stats_) s.reset();
 
   const MicroBatchFill fill = [&](int index, int* tokens, int* targets) {
     train_data_->fill_batch(config_.train.seed, step, int64_t(index) * micro_batch_size_, micro_batch_size_, tokens,

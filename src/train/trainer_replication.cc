@@ -45,7 +45,7 @@ void Trainer::rebalance_experts(const std::vector<double>& load, int64_t step) {
     ExpertPlacement next = expert_placement_plan(interval_load_[i], E, ep, R, &placements_[i]);
     moved_slots_[i] = expert_placement_changed_slots(placements_[i], next);
     placements_[i] = std::move(next);
-    std::fill(interval_load_[i].begin(), interval_load_[i].end(), 0);
+    std::fill(interval_load_[i].begin(), interval_load_[i].end(), 0);  // host bookkeeping
   }
   for (MoeBlock* block : model_->moe_blocks()) {
     const size_t i = std::find(moe_layers_.begin(), moe_layers_.end(), block->layer()) - moe_layers_.begin();
@@ -62,7 +62,7 @@ void Trainer::begin_replica_step() {
     if (!replicas) continue;
     replicas->take_moved_floats();  // an evaluation's fetch is not part of the next step's record
     replicas->invalidate();
-    if (resident) replicas->prefetch(params_);
+    if (resident) replicas->prefetch(params_, *backend_);
   }
 }
 

@@ -44,7 +44,8 @@ void Trainer::setup_zero() {
   // and the optimizer state are allocated, so that start-up does not hold both.
   grad_sync_->zero_grads();
   if (stage >= 1) {
-    zero_values_ = std::make_unique<ZeroParamGatherer>(params_, pc_, *zero_layout_, stage, par.zero3_prefetch_buckets);
+    zero_values_ = std::make_unique<ZeroParamGatherer>(params_, pc_, *zero_layout_, stage, par.zero3_prefetch_buckets,
+                                                       backend_.get());
     zero_values_->shard_from_flat();
   }
   optimizer_ =
