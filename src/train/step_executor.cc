@@ -297,7 +297,7 @@ bool StepExecutor::records_timeline(int64_t step, int64_t total_steps) {
   return step == 2 || step % 100 == 0 || step == total_steps;
 }
 
-void StepExecutor::add_step_metrics(nlohmann::json& record, int64_t step, int64_t total_steps) const {
+void StepExecutor::gather_step_metrics(nlohmann::json& record, int64_t step, int64_t total_steps) const {
   const ParallelConfig& par = config_.parallel;
   const int m = par.micro_batch_num;
   const bool with_timeline = records_timeline(step, total_steps);

@@ -32,10 +32,12 @@
 #include "train/fault_injector.h"
 #include "train/grad_sync.h"
 #include "train/loss_scaler.h"
+#include "train/memory_report.h"
 #include "train/metrics.h"
 #include "train/nonfinite_guard.h"
 #include "train/optimizer.h"
 #include "train/step_executor.h"
+#include "train/step_metrics.h"
 #include "train/step_tracer.h"
 #include "trace/run_sink.h"
 #include "train/tensor_gather.h"
@@ -68,21 +70,6 @@ struct TrainerOptions {
   // Seconds this thread has so far spent runnable but waiting for a CPU (the OS's run-queue wait),
   // read before and after each step: time.rank_descheduled_s. Empty, or NaN: not measured.
   std::function<double()> descheduled_seconds;
-};
-
-struct StepResult {
-  int64_t step = 0;
-  double loss = 0;       // mean cross-entropy over the step's tokens
-  double aux_loss = 0;   // sum over MoE layers of the micro-batch-mean aux loss (unscaled)
-  double z_loss = 0;
-  double total_loss = 0; // the objective: loss + aux_coeff * aux + z_coeff * z
-  double grad_norm = 0;  // before clipping (of the unscaled gradients; non-finite on overflow)
-  double loss_scale = 1; // the loss scale this step's backward used (train/loss_scaler.h)
-  bool overflow = false; // some gradient was non-finite
-  bool skipped = false;  // the parameters were not updated (train/nonfinite_guard.h)
-  double lr = 0;
-  double seconds = 0;
-  nlohmann::json record; // everything written to the metrics file
 };
 
 class Trainer {
@@ -142,34 +129,20 @@ class Trainer {
   void load_weights(const std::string& path);
   // ZeRO (trainer_zero.cc): the sharded training state, the exact global gradient norm, the
   // optimizer step with its parameter all-gather, memory accounting (docs/zero.md).
-  struct MemoryFigures {  // bytes this rank holds
-    double params = 0, params_peak = 0, grads = 0, grads_peak = 0, optimizer = 0, activations = 0, rss_peak = 0;
-    double formula_params = 0, formula_grads = 0, formula_optimizer = 0;
-    double replicas = 0;  // expert replica buffers (trainer_replication.cc)
-  };
   void setup_zero();
   void begin_zero_step(int64_t step);
-  double clip_gradients();
+  double reduce_grad_norm();  // the global norm of the (scaled) gradients; collective over the world
   void optimizer_step(int64_t step, double lr, float grad_scale);
-  MemoryFigures memory_figures() const;
-  nlohmann::json memory_record();
-  void log_memory_table();
-  nlohmann::json zero_record();
+  RankMemory rank_memory() const;  // this rank's bytes (local; gather_rank_memory collects them)
+  // The step's ZeRO payload since the previous call (local; advances the counters).
+  nlohmann::json take_zero_record();
   void update_router_bias(const std::vector<double>& load);
-  nlohmann::json step_record(const StepResult& r, const std::vector<double>& load, double dropped,
-                             double routed, double step_seconds);
   std::vector<ChunkSpec> my_chunks() const;
   // Mixed precision and non-finite handling (trainer.cc).
   BlockNumerics step_numerics(int64_t step);
   [[noreturn]] void stop_nonfinite(int64_t step, const MicroBatchFill& fill, float grad_scale);
   nlohmann::json numerics_state() const;
-  // The progress line of the steps since the previous one (means over the log interval).
-  struct ProgressWindow {
-    int steps = 0;
-    double loss = 0, aux = 0, grad_norm = 0, seconds = 0, tokens = 0;
-  };
-  void print_progress(const StepResult& r, int64_t stop, double elapsed, int64_t first);
-  ProgressWindow window_;
+  ProgressLog progress_;                           // world rank 0: the progress lines
   std::unique_ptr<StepTracer> tracer_;             // train.trace_steps
   std::vector<std::unique_ptr<RunSink>> sinks_;    // world rank 0: TensorBoard
   void restore_numerics_state(const nlohmann::json& state, const std::string& origin);
@@ -207,7 +180,7 @@ class Trainer {
   std::vector<MoeLayerStats> moe_stats_;
   std::vector<int> moe_layers_;  // global layer index of every MoE layer of the model
   bool gradients_local_ = false;           // this step's gradients are not reduced (1-bit Adam)
-  int64_t zero_payload_seen_[3] = {0, 0, 0};  // zero_record(): counters at the previous step
+  int64_t zero_payload_seen_[3] = {0, 0, 0};  // take_zero_record(): counters at the previous step
   int stopped_by_signal_ = 0;
   std::string last_checkpoint_;
   // Expert replication (trainer_replication.cc, docs/expert_replication.md): the replica placement of
