@@ -9,22 +9,22 @@
 namespace moe4d {
 namespace {
 double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
-constexpr size_t kFields = sizeof(RankMemory) / sizeof(double);
-static_assert(std::is_trivially_copyable_v<RankMemory> && sizeof(RankMemory) == kFields * sizeof(double));
+constexpr size_t kFields = sizeof(RankMemoryUse) / sizeof(double);
+static_assert(std::is_trivially_copyable_v<RankMemoryUse> && sizeof(RankMemoryUse) == kFields * sizeof(double));
 }  // namespace
 
-std::vector<RankMemory> gather_rank_memory(Communicator& world, const RankMemory& mine) {
-  std::vector<RankMemory> all(size_t(world.size()));
+std::vector<RankMemoryUse> gather_rank_memory(Communicator& world, const RankMemoryUse& mine) {
+  std::vector<RankMemoryUse> all(size_t(world.size()));
   world.all_gather(&mine, all.data(), kFields, DType::kF64);
   return all;
 }
 
-nlohmann::json memory_record(const std::vector<RankMemory>& ranks, const ParallelConfig& parallel,
+nlohmann::json memory_record(const std::vector<RankMemoryUse>& ranks, const ParallelConfig& parallel,
                              const ZeroLayout& layout) {
   nlohmann::json per_rank = nlohmann::json::array();
-  RankMemory most;  // the largest rank's peak per category: what a card must hold during a step
+  RankMemoryUse most;  // the largest rank's peak per category: what a card must hold during a step
   double most_model_state = 0, most_peak = 0;
-  for (const RankMemory& m : ranks) {
+  for (const RankMemoryUse& m : ranks) {
     per_rank.push_back({{"params_bytes", m.params},
                         {"params_peak_bytes", m.params_peak},
                         {"grads_bytes", m.grads},
@@ -66,7 +66,7 @@ nlohmann::json memory_record(const std::vector<RankMemory>& ranks, const Paralle
           {"per_rank", per_rank}};
 }
 
-void log_memory_table(const std::vector<RankMemory>& ranks, int zero_stage) {
+void log_memory_table(const std::vector<RankMemoryUse>& ranks, int zero_stage) {
   log_info("model state per rank (zero_stage {}, MiB; formula of docs/zero.md in brackets):", zero_stage);
   log_info("  rank   params            grads             optimizer         total");
   const auto total = [&](size_t r) { return ranks[r].params + ranks[r].grads + ranks[r].optimizer; };
@@ -81,7 +81,7 @@ void log_memory_table(const std::vector<RankMemory>& ranks, int zero_stage) {
     rows.push_back(worst);
   }
   for (size_t r : rows) {
-    const RankMemory& m = ranks[r];
+    const RankMemoryUse& m = ranks[r];
     log_info("  {:>4}   {:>7.2f} [{:>7.2f}] {:>7.2f} [{:>7.2f}] {:>7.2f} [{:>7.2f}] {:>8.2f}", r, mib(m.params),
              mib(m.formula_params), mib(m.grads), mib(m.formula_grads), mib(m.optimizer), mib(m.formula_optimizer),
              mib(total(r)));

@@ -14,7 +14,7 @@
 namespace moe4d {
 
 // Bytes one rank holds (all doubles: it travels as one all-gather of kF64).
-struct RankMemory {
+struct RankMemoryUse {
   double params = 0, params_peak = 0, grads = 0, grads_peak = 0, optimizer = 0, activations = 0;
   double replicas = 0;  // expert replica buffers (docs/expert_replication.md)
   double rss_peak = 0;
@@ -26,13 +26,13 @@ struct RankMemory {
 };
 
 // Every rank's record, by world rank. Collective over `world`.
-std::vector<RankMemory> gather_rank_memory(Communicator& world, const RankMemory& mine);
+std::vector<RankMemoryUse> gather_rank_memory(Communicator& world, const RankMemoryUse& mine);
 
 // The metrics' "memory" object: the largest rank's peak per category and every rank's record.
-nlohmann::json memory_record(const std::vector<RankMemory>& ranks, const ParallelConfig& parallel,
+nlohmann::json memory_record(const std::vector<RankMemoryUse>& ranks, const ParallelConfig& parallel,
                              const ZeroLayout& layout);
 
 // The start-up table of model state per rank (every rank up to 16, else the largest), logged.
-void log_memory_table(const std::vector<RankMemory>& ranks, int zero_stage);
+void log_memory_table(const std::vector<RankMemoryUse>& ranks, int zero_stage);
 
 }  // namespace moe4d

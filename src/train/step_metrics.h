@@ -37,7 +37,7 @@ struct StepTotals {
   // Over this step's micro-batches and the MoE layers:
   double aux_loss = 0, z_loss = 0, dropped_slots = 0, routed_slots = 0;
   std::vector<double> load;         // [MoE layers x experts] slots routed to each expert (global layer order)
-  std::vector<double> replication;  // [MoE layers x stride] expert replication figures (trainer_replication.cc)
+  std::vector<double> replication;  // [MoE layers x stride] expert replication figures (train/expert_rebalancer.h)
 
   // Sums every field over `world` in one all-reduce. Collective: every rank passes the same sizes.
   void all_reduce(Communicator& world);

@@ -60,6 +60,7 @@ Trainer::Trainer(const Config& config, ParallelContext& pc, TrainerOptions optio
   for (MoeBlock* block : model_->moe_blocks())
     moe_stats_.push_back({.layer = block->layer(),
                           .tokens_per_expert = std::vector<double>(config.model.moe.num_experts, 0.0)});
+  rebalancer_ = std::make_unique<ExpertRebalancer>(config, pc, *model_, moe_layers_);
 
   executor_ = std::make_unique<StepExecutor>(config, pc, *model_, params_, micro_batch_size_);
   if (config.train.precision != Precision::kFP32) {
@@ -72,7 +73,7 @@ Trainer::Trainer(const Config& config, ParallelContext& pc, TrainerOptions optio
   if (options_.fault_injector) injection_ = std::make_unique<FaultInjectionHook>(*options_.fault_injector, params_);
   if (!options_.resume_from.empty()) load_checkpoint(options_.resume_from);
   else if (!config.train.init_from.empty()) load_weights(config.train.init_from);
-  const std::vector<RankMemory> memory = gather_rank_memory(*pc_.world, rank_memory());  // collective
+  const std::vector<RankMemoryUse> memory = gather_rank_memory(*pc_.world, rank_memory());  // collective
   if (pc_.rank == 0 && !options_.quiet) log_memory_table(memory, config.parallel.zero_stage);
 
   gather_rank_hosts();
@@ -130,7 +131,7 @@ StepResult Trainer::train_step() {
     phase_start = now;
   };
   begin_zero_step(step);  // zeroes the gradients (trainer_zero.cc)
-  begin_replica_step();
+  rebalancer_->begin_step(params_, *backend_);
   for (MoeLayerStats& s : moe_stats_) s.reset();
 
   const MicroBatchFill fill = [&](int index, int* tokens, int* targets) {
@@ -147,14 +148,14 @@ StepResult Trainer::train_step() {
   if (traced) tracer_->add_actions(executor_->last_trace());
   grad_sync_->finish();
   phase("gradient sync");
-  collect_replica_bytes();
+  rebalancer_->collect_replica_bytes(moe_stats_);
   MOE4D_CHECK_MSG(!precision_gemm() || precision_gemm()->calls() > 0, "train.precision is 16-bit but no block GEMM used it");
 
   // One world reduction carries the step's scalars and the expert load.
   const int E = std::max(config_.model.moe.num_experts, 1);
   StepTotals totals;
   totals.load.assign(moe_layers_.size() * size_t(E), 0.0);
-  totals.replication.assign(moe_layers_.size() * replication_stride(), 0.0);
+  totals.replication.assign(moe_layers_.size() * rebalancer_->stride(), 0.0);
   if (pc_.coord.tp == 0) {
     totals.ce_sum = ce_sum;
     for (const MoeLayerStats& s : moe_stats_) {
@@ -165,7 +166,7 @@ StepResult Trainer::train_step() {
       const size_t slot = std::find(moe_layers_.begin(), moe_layers_.end(), s.layer) - moe_layers_.begin();
       std::copy_n(s.tokens_per_expert.begin(), E, totals.load.begin() + slot * E);  // host statistics
     }
-    pack_replication_stats(totals.replication.data());
+    rebalancer_->pack(moe_stats_, totals.replication.data());
   }
   totals.all_reduce(*pc_.world);
   phase("loss and load reduction");
@@ -198,7 +199,7 @@ StepResult Trainer::train_step() {
   if (!r.skipped) optimizer_step(step - guard_.skipped_steps(), r.lr, grad_scale / loss_scale);
   phase("optimizer");
   if (!r.skipped && config_.model.moe.router_bias_update_rate > 0) update_router_bias(totals.load);
-  if (replicated()) rebalance_experts(totals.load, step);
+  rebalancer_->rebalance(totals.load, step);
   step_ = step;
   const auto t_end = Clock::now();
   r.seconds = std::chrono::duration<double>(t_end - t0).count();
@@ -218,7 +219,7 @@ StepResult Trainer::train_step() {
       if (comm.contains(group)) comm[group].update(split);
   }
   r.record = step_record(config_, r, totals, moe_layers_, pc_.grid.world_size(), *train_data_);
-  if (replicated()) r.record["moe"]["replication"] = replication_record(totals.replication.data());
+  if (rebalancer_->active()) r.record["moe"]["replication"] = rebalancer_->record(totals.replication.data());
   r.record["loss_scale"] = r.loss_scale;
   r.record["overflow"] = r.overflow;
   r.record["skipped"] = r.skipped;
@@ -281,7 +282,7 @@ double Trainer::evaluate() {
       sample_eval_window(*valid_data_, int64_t(index) * b + i, windows, S, tokens + size_t(i) * S,
                          targets + size_t(i) * S);
   };
-  begin_replica_step();
+  rebalancer_->begin_step(params_, *backend_);
   executor_->set_numerics(block_numerics());  // the training precision, without fault injection
   const double ce_sum = executor_->evaluate(fill, pc_.data_replica() * per_replica, per_replica);
   double total = pc_.coord.tp == 0 ? ce_sum : 0.0;

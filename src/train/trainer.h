@@ -29,6 +29,7 @@
 #include "data/token_dataset.h"
 #include "model/param_store.h"
 #include "model/transformer.h"
+#include "train/expert_rebalancer.h"
 #include "train/fault_injector.h"
 #include "train/grad_sync.h"
 #include "train/loss_scaler.h"
@@ -133,7 +134,7 @@ class Trainer {
   void begin_zero_step(int64_t step);
   double reduce_grad_norm();  // the global norm of the (scaled) gradients; collective over the world
   void optimizer_step(int64_t step, double lr, float grad_scale);
-  RankMemory rank_memory() const;  // this rank's bytes (local; gather_rank_memory collects them)
+  RankMemoryUse rank_memory() const;  // this rank's bytes (local; gather_rank_memory collects them)
   // The step's ZeRO payload since the previous call (local; advances the counters).
   nlohmann::json take_zero_record();
   void update_router_bias(const std::vector<double>& load);
@@ -183,22 +184,7 @@ class Trainer {
   int64_t zero_payload_seen_[3] = {0, 0, 0};  // take_zero_record(): counters at the previous step
   int stopped_by_signal_ = 0;
   std::string last_checkpoint_;
-  // Expert replication (trainer_replication.cc, docs/expert_replication.md): the replica placement of
-  // every MoE layer (each rank computes all of them from the all-reduced load, so they agree and rank
-  // 0 can report layers of other stages) and the integer load summed since the last rebalance.
-  bool replicated() const;
-  size_t replication_stride() const;  // reduced values per MoE layer: rows per EP rank with / without, bytes, cross-node rows
-  void pack_replication_stats(double* out) const;
-  void rebalance_experts(const std::vector<double>& load, int64_t step);
-  // Before every step and evaluation: replica weights are stale (the optimizer ran), their fetch is
-  // started for every local MoE layer when the homes' values are resident (ZeRO 0-2).
-  void begin_replica_step();
-  void collect_replica_bytes();  // after the step's backward: bytes each layer's replicas moved
-  double replica_buffer_bytes() const;  // this rank's replica weights, gradients and staging
-  nlohmann::json replication_record(const double* reduced) const;
-  std::vector<ExpertPlacement> placements_;
-  std::vector<std::vector<int64_t>> interval_load_;
-  std::vector<int> moved_slots_;  // replica slots refilled by the rebalance after the last step
+  std::unique_ptr<ExpertRebalancer> rebalancer_;  // expert replication (train/expert_rebalancer.h)
 };
 
 }  // namespace moe4d

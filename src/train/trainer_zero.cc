@@ -80,15 +80,15 @@ std::map<std::string, FullTensor> Trainer::gather_parameters() {
   return out;
 }
 
-RankMemory Trainer::rank_memory() const {
-  RankMemory m;
+RankMemoryUse Trainer::rank_memory() const {
+  RankMemoryUse m;
   m.params = double(zero_values_ ? zero_values_->held_bytes() : params_.total_numel() * sizeof(float));
   m.params_peak = double(zero_values_ ? zero_values_->peak_bytes() : m.params);
   m.grads = double(grad_sync_->held_bytes());
   m.grads_peak = m.grads + double(grad_sync_->peak_transient_bytes());
   m.optimizer = double(optimizer_->state_bytes());
   m.activations = double(executor_->peak_activation_bytes());
-  m.replicas = replica_buffer_bytes();
+  m.replicas = rebalancer_->buffer_bytes();
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
   m.rss_peak = double(usage.ru_maxrss) * 1024.0;
