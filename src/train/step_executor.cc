@@ -301,21 +301,25 @@ void StepExecutor::gather_step_metrics(nlohmann::json& record, int64_t step, int
   const ParallelConfig& par = config_.parallel;
   const int m = par.micro_batch_num;
   const bool with_timeline = records_timeline(step, total_steps);
-  // Every stage runs 2 x m x v actions, so each contributes the same number of values: 8 scalars,
-  // the mean forward and backward time of each chunk, then (timeline steps) 5 values per action.
-  constexpr size_t kScalars = 8, kPerEvent = 5;
+  // Every stage runs 2 x m x v actions, so each contributes the same number of values: the named
+  // scalars of its StepTrace, the mean forward and backward time of each chunk, then (timeline steps)
+  // 5 values per action.
+  enum Scalar : size_t {
+    kBusy, kSpan, kRecvWait, kPeakActivation, kMicroBatchBytes, kPeakInFlight, kPeakScratch, kPeakTransfer, kScalars
+  };
+  constexpr size_t kPerEvent = 5;
   const size_t summary = kScalars + 2 * size_t(chunks_);
   const size_t events = with_timeline ? trace_.events.size() : 0;
   MOE4D_CHECK_EQ(trace_.events.size(), size_t(2) * m * chunks_);
-  std::vector<double> mine = {trace_.busy_s,
-                              trace_.span_s,
-                              trace_.recv_wait_s,
-                              double(trace_.peak_activation_bytes),
-                              double(trace_.micro_batch_bytes),
-                              double(trace_.peak_in_flight),
-                              double(trace_.peak_scratch_bytes),
-                              double(trace_.peak_transfer_bytes)};
-  mine.resize(summary, 0.0);
+  std::vector<double> mine(summary, 0.0);
+  mine[kBusy] = trace_.busy_s;
+  mine[kSpan] = trace_.span_s;
+  mine[kRecvWait] = trace_.recv_wait_s;
+  mine[kPeakActivation] = double(trace_.peak_activation_bytes);
+  mine[kMicroBatchBytes] = double(trace_.micro_batch_bytes);
+  mine[kPeakInFlight] = double(trace_.peak_in_flight);
+  mine[kPeakScratch] = double(trace_.peak_scratch_bytes);
+  mine[kPeakTransfer] = double(trace_.peak_transfer_bytes);
   for (const StepTrace::Event& ev : trace_.events)
     mine[kScalars + size_t(ev.action.op == PipelineOp::kBackward) * chunks_ + ev.action.chunk] +=
         (ev.end_s - ev.start_s) / m;
@@ -329,7 +333,7 @@ void StepExecutor::gather_step_metrics(nlohmann::json& record, int64_t step, int
   std::vector<double> all(n * stages_);
   pc_.pp->all_gather(mine.data(), all.data(), n, DType::kF64);
 
-  auto column = [&](size_t k) {
+  auto column = [&](Scalar k) {
     std::vector<double> v(stages_);
     for (int s = 0; s < stages_; ++s) v[s] = all[s * n + k];
     return v;
@@ -342,7 +346,7 @@ void StepExecutor::gather_step_metrics(nlohmann::json& record, int64_t step, int
   auto chunk_time = [&](int s, PipelineOp op, int chunk) {
     return all[s * n + kScalars + size_t(op == PipelineOp::kBackward) * chunks_ + chunk];
   };
-  const std::vector<double> busy = column(0), spans = column(1);
+  const std::vector<double> busy = column(kBusy), spans = column(kSpan);
   // The pipeline's step is as long as its slowest stage; every stage is idle for the rest of it.
   const double span = *std::max_element(spans.begin(), spans.end());
   std::vector<double> idle(stages_);
@@ -374,17 +378,17 @@ void StepExecutor::gather_step_metrics(nlohmann::json& record, int64_t step, int
       {"span_s", span},
       {"busy_s", busy},
       {"idle_s", idle},
-      {"recv_wait_s", column(2)},
+      {"recv_wait_s", column(kRecvWait)},
       {"forward_s", forward_s},
       {"backward_s", backward_s},
       {"bubble_measured", span > 0 ? idle_sum / (span * stages_) : 0.0},
       {"bubble_formula", pipeline_bubble_formula(stages_, m, chunks_)},
       {"bubble_replayed", replay.bubble()},
-      {"peak_activation_bytes", as_int(column(3))},
-      {"micro_batch_activation_bytes", as_int(column(4))},
-      {"peak_in_flight", as_int(column(5))},
-      {"peak_scratch_bytes", as_int(column(6))},
-      {"peak_transfer_bytes", as_int(column(7))}};
+      {"peak_activation_bytes", as_int(column(kPeakActivation))},
+      {"micro_batch_activation_bytes", as_int(column(kMicroBatchBytes))},
+      {"peak_in_flight", as_int(column(kPeakInFlight))},
+      {"peak_scratch_bytes", as_int(column(kPeakScratch))},
+      {"peak_transfer_bytes", as_int(column(kPeakTransfer))}};
   if (!with_timeline) return;
   nlohmann::json timeline = nlohmann::json::array();
   for (int s = 0; s < stages_; ++s)
