@@ -25,7 +25,7 @@ void StepTotals::all_reduce(Communicator& world) {
   z_loss = packed[2];
   dropped_slots = packed[3];
   routed_slots = packed[4];
-  const auto load_end = packed.begin() + kScalars + load.size();
+  const auto load_end = packed.begin() + kScalars + load.size();  // host values, back into their fields
   std::copy(packed.begin() + kScalars, load_end, load.begin());
   std::copy(load_end, packed.end(), replication.begin());
 }
