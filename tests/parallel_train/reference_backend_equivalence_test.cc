@@ -2,8 +2,9 @@
 // the independent plain-loop implementation of every kernel, through the lock-step equivalence
 // harness (tests/common/equivalence_harness.h: each step from the same weights):
 //   SingleRank: the reference backend against the cpu backend (OpenBLAS / oneDNN kernels), one rank;
-//   Size8:      a 4-D layout (EP 2 x TP 2 x PP 2, the dense gradients data-parallel over the EP ranks)
-//               on the reference backend against the single-rank run on the reference backend.
+//   Size8:      8-rank layouts on the reference backend against the single-rank run on the reference
+//               backend: EP 2 x TP 2 x PP 2 (the dense gradients data-parallel over the EP ranks), and
+//               DP 2 x EP 2 x TP 2 with ZeRO-3.
 // The reference backend is slow: the tiny fixture model, a few steps.
 #include <gtest/gtest.h>
 
@@ -62,6 +63,17 @@ TEST(Size8, ReferenceBackendLayoutMatchesSingleRank) {
   config.parallel.expert_parallel = 2;
   config.parallel.tensor_parallel = 2;
   config.parallel.pipeline_parallel = 2;
+  test::expect_equivalent(test::run_equivalence(config, kSteps));
+}
+
+// DP 2 x EP 2 x TP 2 with ZeRO-3: the parameter shards gathered, cut and reduced on the reference backend.
+TEST(Size8, ReferenceBackendZero3LayoutMatchesSingleRank) {
+  test::TempDir dir;
+  Config config = reference_config(dir);
+  config.parallel.data_parallel = 2;
+  config.parallel.expert_parallel = 2;
+  config.parallel.tensor_parallel = 2;
+  config.parallel.zero_stage = 3;
   test::expect_equivalent(test::run_equivalence(config, kSteps));
 }
 
