@@ -28,6 +28,7 @@
 
 #include "config/config_loader.h"
 #include "core/error.h"
+#include "kernels/precision_gemm.h"
 #include "train/trainer.h"
 
 namespace moe4d {

@@ -34,11 +34,15 @@ void Backend::rmsnorm_backward(float*, float*, const float*, const float*, const
 }
 void Backend::rope_forward(float*, const RopeTable&, int, int, int) { unsupported("rope_forward"); }
 void Backend::rope_backward(float*, const RopeTable&, int, int, int) { unsupported("rope_backward"); }
+void Backend::rope_forward_at(float*, const RopeTable&, int, int, int, int) { unsupported("rope_forward_at"); }
 void Backend::attention_forward(float*, float*, const float*, int, int, int, int, int) {
   unsupported("attention_forward");
 }
 void Backend::attention_backward(float*, float*, const float*, const float*, const float*, int, int, int, int, int) {
   unsupported("attention_backward");
+}
+void Backend::attention_decode(float*, float*, const float*, const float*, const float*, int, int, int, int, int) {
+  unsupported("attention_decode");
 }
 void Backend::swiglu_forward(float*, const float*, const float*, int64_t) { unsupported("swiglu_forward"); }
 void Backend::swiglu_backward(float*, float*, const float*, const float*, const float*, int64_t) {

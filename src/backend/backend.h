@@ -106,6 +106,9 @@ class Backend {
   virtual void rope_forward(float* qkv, const RopeTable& table, int batch, int heads, int kv_heads);
   // dqkv: same layout; the inverse rotation of dq and dk in place.
   virtual void rope_backward(float* dqkv, const RopeTable& table, int batch, int heads, int kv_heads);
+  // Decoding: qkv [tokens, kv_heads, heads / kv_heads + 2, table.head_dim] at positions first .. first +
+  // tokens - 1 (first + tokens <= table.seq); rotates q and k in place.
+  virtual void rope_forward_at(float* qkv, const RopeTable& table, int first, int tokens, int heads, int kv_heads);
 
   // ---- causal grouped-query attention (kernels/attention.h) ----
   // qkv: [batch * seq, kv_heads, heads / kv_heads + 2, head_dim]; out: [batch * seq, heads * head_dim]
@@ -115,6 +118,11 @@ class Backend {
   // dqkv: qkv's layout (overwritten); scratch: >= seq * seq floats; dout: out's layout.
   virtual void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* probs,
                                   int batch, int seq, int heads, int kv_heads, int head_dim);
+  // Decoding over a KV cache: out [tokens, heads * head_dim] (overwritten) of the query heads of qkv
+  // (tokens at positions start + t) over the positions p <= start + t of keys, values [start + tokens,
+  // kv_heads, head_dim] (already holding these tokens); scores: >= start + tokens floats of scratch.
+  virtual void attention_decode(float* out, float* scores, const float* qkv, const float* keys, const float* values,
+                                int tokens, int start, int heads, int kv_heads, int head_dim);
 
   // ---- SwiGLU (kernels/swiglu.h) ----
   // g[n] = silu(a[n]) * b[n] (overwritten).

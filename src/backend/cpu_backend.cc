@@ -110,6 +110,10 @@ void CpuBackend::rope_backward(float* dqkv, const RopeTable& table, int batch, i
   ::moe4d::rope_backward(dqkv, table, batch, heads, kv_heads);
 }
 
+void CpuBackend::rope_forward_at(float* qkv, const RopeTable& table, int first, int tokens, int heads, int kv_heads) {
+  ::moe4d::rope_forward_at(qkv, table, first, tokens, heads, kv_heads);
+}
+
 void CpuBackend::attention_forward(float* out, float* probs, const float* qkv, int batch, int seq, int heads,
                                    int kv_heads, int head_dim) {
   ::moe4d::attention_forward(out, probs, qkv, batch, seq, heads, kv_heads, head_dim);
@@ -118,6 +122,11 @@ void CpuBackend::attention_forward(float* out, float* probs, const float* qkv, i
 void CpuBackend::attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
                                     const float* probs, int batch, int seq, int heads, int kv_heads, int head_dim) {
   ::moe4d::attention_backward(dqkv, scratch, dout, qkv, probs, batch, seq, heads, kv_heads, head_dim);
+}
+
+void CpuBackend::attention_decode(float* out, float* scores, const float* qkv, const float* keys, const float* values,
+                                  int tokens, int start, int heads, int kv_heads, int head_dim) {
+  ::moe4d::attention_decode(out, scores, qkv, keys, values, tokens, start, heads, kv_heads, head_dim);
 }
 
 void CpuBackend::swiglu_forward(float* g, const float* a, const float* b, int64_t n) {

@@ -48,10 +48,13 @@ class CpuBackend final : public Backend {
                         int n, int d) override;
   void rope_forward(float* qkv, const RopeTable& table, int batch, int heads, int kv_heads) override;
   void rope_backward(float* dqkv, const RopeTable& table, int batch, int heads, int kv_heads) override;
+  void rope_forward_at(float* qkv, const RopeTable& table, int first, int tokens, int heads, int kv_heads) override;
   void attention_forward(float* out, float* probs, const float* qkv, int batch, int seq, int heads, int kv_heads,
                          int head_dim) override;
   void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* probs,
                           int batch, int seq, int heads, int kv_heads, int head_dim) override;
+  void attention_decode(float* out, float* scores, const float* qkv, const float* keys, const float* values, int tokens,
+                        int start, int heads, int kv_heads, int head_dim) override;
   void swiglu_forward(float* g, const float* a, const float* b, int64_t n) override;
   void swiglu_backward(float* da, float* db, const float* dg, const float* a, const float* b, int64_t n) override;
   void router_forward(float* scores, float* lse, int* topk_idx, float* topk_w, const float* logits,

@@ -157,14 +157,18 @@ void ReferenceBackend::rmsnorm_backward(float* dx, float* dw, const float* dout,
 // ---- RoPE ----
 
 namespace {
-void rope_rotate(float* qkv, const RopeTable& table, int batch, int heads, int kv_heads, double sign) {
+// `batch` sequences of `seq` tokens at positions first .. first + seq - 1.
+void rope_rotate(float* qkv, const RopeTable& table, int batch, int seq, int first, int heads, int kv_heads,
+                 double sign) {
+  MOE4D_CHECK(kv_heads > 0 && heads % kv_heads == 0 && first >= 0 && first + seq <= table.seq);
   const int hd = table.head_dim, half = hd / 2, g = heads / kv_heads;
   const I stride = I(heads + 2 * kv_heads) * hd;
   for (int b = 0; b < batch; ++b)
-    for (int p = 0; p < table.seq; ++p)
+    for (int t = 0; t < seq; ++t)
       for (int grp = 0; grp < kv_heads; ++grp)
         for (int slot = 0; slot <= g; ++slot) {
-          float* v = qkv + (I(b) * table.seq + p) * stride + (I(grp) * (g + 2) + slot) * hd;
+          const int p = first + t;
+          float* v = qkv + (I(b) * seq + t) * stride + (I(grp) * (g + 2) + slot) * hd;
           for (int i = 0; i < half; ++i) {
             const double c = table.cos[I(p) * half + i], s = sign * table.sin[I(p) * half + i];
             const double x0 = v[2 * i], x1 = v[2 * i + 1];
@@ -176,11 +180,16 @@ void rope_rotate(float* qkv, const RopeTable& table, int batch, int heads, int k
 }  // namespace
 
 void ReferenceBackend::rope_forward(float* qkv, const RopeTable& table, int batch, int heads, int kv_heads) {
-  rope_rotate(qkv, table, batch, heads, kv_heads, 1.0);
+  rope_rotate(qkv, table, batch, table.seq, 0, heads, kv_heads, 1.0);
+}
+
+void ReferenceBackend::rope_forward_at(float* qkv, const RopeTable& table, int first, int tokens, int heads,
+                                       int kv_heads) {
+  rope_rotate(qkv, table, 1, tokens, first, heads, kv_heads, 1.0);
 }
 
 void ReferenceBackend::rope_backward(float* dqkv, const RopeTable& table, int batch, int heads, int kv_heads) {
-  rope_rotate(dqkv, table, batch, heads, kv_heads, -1.0);
+  rope_rotate(dqkv, table, batch, table.seq, 0, heads, kv_heads, -1.0);
 }
 
 // ---- attention: every (query, key) pair, no blocking ----
@@ -213,6 +222,35 @@ void ReferenceBackend::attention_forward(float* out, float* probs, const float* 
           for (int j = 0; j <= i; ++j) acc += p[j] / sum * base[j * v.stride + v.v0 + c];
           o[c] = float(acc);
         }
+      }
+    }
+}
+
+void ReferenceBackend::attention_decode(float* out, float*, const float* qkv, const float* keys, const float* values,
+                                        int tokens, int start, int heads, int kv_heads, int head_dim) {
+  MOE4D_CHECK(kv_heads > 0 && heads % kv_heads == 0);
+  const double scale = 1.0 / std::sqrt(double(head_dim));
+  const I kv_stride = I(kv_heads) * head_dim;
+  std::vector<double> p(size_t(start + tokens));
+  for (int t = 0; t < tokens; ++t)
+    for (int h = 0; h < heads; ++h) {
+      const Heads v = heads_of(h, heads, kv_heads, head_dim);
+      const float* q = qkv + I(t) * v.stride + v.q0;
+      const I kv0 = I(h / (heads / kv_heads)) * head_dim;
+      double mx = -INFINITY;
+      for (int j = 0; j <= start + t; ++j) {
+        double dot = 0;
+        for (int c = 0; c < head_dim; ++c) dot += double(q[c]) * keys[j * kv_stride + kv0 + c];
+        p[j] = dot * scale;
+        mx = std::max(mx, p[j]);
+      }
+      double sum = 0;
+      for (int j = 0; j <= start + t; ++j) sum += (p[j] = std::exp(p[j] - mx));
+      float* o = out + I(t) * heads * head_dim + I(h) * head_dim;
+      for (int c = 0; c < head_dim; ++c) {
+        double acc = 0;
+        for (int j = 0; j <= start + t; ++j) acc += p[j] / sum * values[j * kv_stride + kv0 + c];
+        o[c] = float(acc);
       }
     }
 }

@@ -105,6 +105,9 @@ struct ParallelConfig {
 enum class Precision { kFP32, kBF16, kFP16 };
 enum class GradCompression { kNone, kBF16, kFP16 };
 enum class OptimizerKind { kAdamW, kOneBitAdam };
+// The compute backend every kernel of a run executes on (backend/backend.h): the OpenBLAS / oneDNN
+// kernels, or the plain-loop fp64-accumulating reference (slow; for checking on small models).
+enum class ComputeBackend { kCpu, kReference };
 
 struct LossScaleConfig {
   double initial = 65536.0;
@@ -128,6 +131,7 @@ struct TrainConfig {
   double eps = 1e-8;
   uint64_t seed = 1234;
   Precision precision = Precision::kFP32;
+  ComputeBackend backend = ComputeBackend::kCpu;
   LossScaleConfig loss_scale;
   // Consecutive steps with a non-finite loss (or non-finite gradients that loss scaling cannot
   // absorb) after which the run stops with a diagnosis of the first non-finite tensor.

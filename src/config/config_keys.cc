@@ -135,6 +135,7 @@ const ConfigKey kKeys[] = {
     {"train.eps", FIELD(train.eps), 0, kPositive, "", "", "", "AdamW epsilon"},
     {"train.seed", FIELD(train.seed), 0, kAny, "", "", "", "initialisation and data order"},
     {"train.precision", FIELD(train.precision), 0, kAny, "", "", "", "GEMM precision"},
+    {"train.backend", FIELD(train.backend), 0, kAny, "", "", "", "compute backend (cpu or reference)"},
     {"train.loss_scale", nullptr, kSection, kAny, "", "", "", "dynamic loss scaling"},
     {"train.loss_scale.initial", FIELD(train.loss_scale.initial), 0, kPositive, "", "", "", "first scale"},
     {"train.loss_scale.factor", FIELD(train.loss_scale.factor), 0, {1, kInf, true, false}, "a number > 1", "", "",

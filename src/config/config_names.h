@@ -19,6 +19,8 @@ template <typename E, size_t N>
 using NameTable = std::array<std::pair<std::string_view, E>, N>;
 inline constexpr NameTable<Precision, 3> kPrecisionNames{
     {{"fp32", Precision::kFP32}, {"bf16", Precision::kBF16}, {"fp16", Precision::kFP16}}};
+inline constexpr NameTable<ComputeBackend, 2> kBackendNames{
+    {{"cpu", ComputeBackend::kCpu}, {"reference", ComputeBackend::kReference}}};
 inline constexpr NameTable<CheckpointFormat, 2> kCheckpointFormatNames{
     {{"full", CheckpointFormat::kFull}, {"sharded", CheckpointFormat::kSharded}}};
 inline constexpr NameTable<GradCompression, 3> kGradCompressionNames{
@@ -68,6 +70,7 @@ std::optional<E> value_of(const NameTable<E, N>& table, std::string_view name) {
 
 // The table of an enum field's type (config_keys.h's ConfigField).
 inline constexpr const auto& names_for(const Precision*) { return kPrecisionNames; }
+inline constexpr const auto& names_for(const ComputeBackend*) { return kBackendNames; }
 inline constexpr const auto& names_for(const CheckpointFormat*) { return kCheckpointFormatNames; }
 inline constexpr const auto& names_for(const GradCompression*) { return kGradCompressionNames; }
 inline constexpr const auto& names_for(const OptimizerKind*) { return kOptimizerNames; }

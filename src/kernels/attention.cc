@@ -133,4 +133,39 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
     }
 }
 
+void attention_decode(float* out, float* scores, const float* qkv, const float* keys, const float* values, int tokens,
+                      int start, int heads, int kv_heads, int head_dim) {
+  MOE4D_CHECK(kv_heads > 0 && heads % kv_heads == 0);
+  const int hd = head_dim, group = heads / kv_heads;  // query heads per KV head
+  const int64_t ld = int64_t(heads) * hd, lqkv = int64_t(heads + 2 * kv_heads) * hd, lkv = int64_t(kv_heads) * hd;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  for (int t = 0; t < tokens; ++t) {
+    const int last = start + t;  // causal: positions 0..last
+    for (int h = 0; h < heads; ++h) {
+      const int j = h / group;
+      const float* q = qkv + t * lqkv + (int64_t(j) * (group + 2) + h % group) * hd;
+      float top = -INFINITY;
+      for (int p = 0; p <= last; ++p) {
+        const float* k = keys + p * lkv + int64_t(j) * hd;
+        float dot = 0.0f;
+        for (int i = 0; i < hd; ++i) dot += q[i] * k[i];
+        scores[p] = dot * scale;
+        top = std::max(top, scores[p]);
+      }
+      float sum = 0.0f;
+      for (int p = 0; p <= last; ++p) {
+        scores[p] = std::exp(scores[p] - top);
+        sum += scores[p];
+      }
+      float* o = out + t * ld + int64_t(h) * hd;
+      for (int i = 0; i < hd; ++i) o[i] = 0.0f;
+      for (int p = 0; p <= last; ++p) {
+        const float w = scores[p] / sum;
+        const float* v = values + p * lkv + int64_t(j) * hd;
+        for (int i = 0; i < hd; ++i) o[i] += w * v[i];
+      }
+    }
+  }
+}
+
 }  // namespace moe4d

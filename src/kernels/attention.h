@@ -25,4 +25,13 @@ void attention_forward(float* out, float* probs, const float* qkv, int batch, in
 void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* probs, int batch,
                         int seq, int heads, int kv_heads, int head_dim);
 
+// One decoding step over a KV cache: for each of `tokens` new tokens at positions start + t,
+//   out[t, h * head_dim + i] = sum over p <= start + t of softmax_p(q_{t,h} . k_p / sqrt(head_dim)) v_p[i]
+// with q_{t,h} query head h of qkv [tokens, kv_heads, heads / kv_heads + 2, head_dim] (RoPE applied),
+// and k_p, v_p the KV head h / (heads / kv_heads) of position p in keys, values [start + tokens,
+// kv_heads, head_dim] (the cache, already holding these tokens' keys and values). scores: scratch of
+// at least start + tokens floats; out [tokens, heads * head_dim] overwritten.
+void attention_decode(float* out, float* scores, const float* qkv, const float* keys, const float* values, int tokens,
+                      int start, int heads, int kv_heads, int head_dim);
+
 }  // namespace moe4d

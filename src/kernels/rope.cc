@@ -27,16 +27,20 @@ RopeTable::RopeTable(int seq_in, int head_dim_in, float theta) : seq(seq_in), he
 namespace {
 
 // Rotates each pair (v[2i], v[2i+1]) of q and k of every head of every token by the angle of its
-// position; `sign` = -1 rotates backwards (the transpose, used by the backward pass).
-void rope_apply(float* qkv, const RopeTable& table, int batch, int heads, int kv_heads, float sign) {
+// position: `batch` sequences of `seq` tokens at positions first .. first + seq - 1; `sign` = -1
+// rotates backwards (the transpose, used by the backward pass).
+void rope_apply(float* qkv, const RopeTable& table, int batch, int seq, int first, int heads, int kv_heads,
+                float sign) {
   MOE4D_CHECK(kv_heads > 0 && heads % kv_heads == 0);
+  MOE4D_CHECK(first >= 0 && first + seq <= table.seq);
   const int hd = table.head_dim;
   const int half = hd / 2;
   const int g = heads / kv_heads;
   const int64_t row_stride = static_cast<int64_t>(heads + 2 * kv_heads) * hd;
   for (int b = 0; b < batch; ++b)
-    for (int p = 0; p < table.seq; ++p) {
-      float* row = qkv + (static_cast<int64_t>(b) * table.seq + p) * row_stride;
+    for (int t = 0; t < seq; ++t) {
+      const int p = first + t;
+      float* row = qkv + (static_cast<int64_t>(b) * seq + t) * row_stride;
       const float* c = table.cos.data() + static_cast<int64_t>(p) * half;
       const float* s = table.sin.data() + static_cast<int64_t>(p) * half;
       for (int group = 0; group < kv_heads; ++group)
@@ -55,11 +59,15 @@ void rope_apply(float* qkv, const RopeTable& table, int batch, int heads, int kv
 }  // namespace
 
 void rope_forward(float* qkv, const RopeTable& table, int batch, int heads, int kv_heads) {
-  rope_apply(qkv, table, batch, heads, kv_heads, 1.0f);
+  rope_apply(qkv, table, batch, table.seq, 0, heads, kv_heads, 1.0f);
+}
+
+void rope_forward_at(float* qkv, const RopeTable& table, int first, int tokens, int heads, int kv_heads) {
+  rope_apply(qkv, table, 1, tokens, first, heads, kv_heads, 1.0f);
 }
 
 void rope_backward(float* dqkv, const RopeTable& table, int batch, int heads, int kv_heads) {
-  rope_apply(dqkv, table, batch, heads, kv_heads, -1.0f);
+  rope_apply(dqkv, table, batch, table.seq, 0, heads, kv_heads, -1.0f);
 }
 
 }  // namespace moe4d

@@ -23,6 +23,10 @@ struct RopeTable {
 // qkv: [batch * seq, kv_heads, heads / kv_heads + 2, head_dim]; rotates q and k in place.
 void rope_forward(float* qkv, const RopeTable& table, int batch, int heads, int kv_heads);
 
+// qkv: [tokens, kv_heads, heads / kv_heads + 2, head_dim] at the consecutive positions first, first + 1,
+// ... (a decoding step's new tokens; first + tokens <= table.seq); rotates q and k in place.
+void rope_forward_at(float* qkv, const RopeTable& table, int first, int tokens, int heads, int kv_heads);
+
 // dqkv: same layout; applies the inverse rotation to dq and dk in place (the transpose of forward).
 void rope_backward(float* dqkv, const RopeTable& table, int batch, int heads, int kv_heads);
 

@@ -49,6 +49,16 @@ struct MoeLayerStats {
   double replica_bytes = 0;  // filled in by the trainer after the backward
   // Rows the dispatch sent to an EP rank on another node, and what it would send without replicas.
   double cross_node_rows = 0, cross_node_rows_without = 0;
+
+  // Zeroes every count and sum of the step, keeping the layer and the lengths (host statistics).
+  void reset() {
+    tokens_per_expert.assign(tokens_per_expert.size(), 0.0);
+    dropped_slots = routed_slots = aux_loss = z_loss = 0;
+    micro_batches = 0;
+    rank_rows.assign(rank_rows.size(), 0.0);
+    rank_rows_without.assign(rank_rows_without.size(), 0.0);
+    replica_bytes = cross_node_rows = cross_node_rows_without = 0;
+  }
 };
 
 struct BlockContext {

@@ -2,10 +2,10 @@
 #include "model/expert_exchange.h"
 
 #include <algorithm>
-#include <cstring>
 #include <memory>
 #include <utility>
 
+#include "backend/cpu_backend.h"
 #include "core/check.h"
 
 namespace moe4d {
@@ -59,6 +59,7 @@ ExchangeTransfer& ExchangeTransfer::operator=(ExchangeTransfer&& other) noexcept
   if (this != &other) {
     finish();
     work_ = std::move(other.work_);
+    backend_ = other.backend_;
     recv_side_ = other.recv_side_;
     packed_ = other.packed_;
     out_ = other.out_;
@@ -78,7 +79,7 @@ void ExchangeTransfer::finish() {
   size_t at = 0;
   for (int i = 0; i < ep_ * local_experts_; ++i) {
     const size_t n = size_t(recv_side_->rows[i]);
-    std::memcpy(out_ + size_t(recv_side_->start[i]) * w, packed_ + at * w, sizeof(float) * n * w);
+    backend_->copy(out_ + size_t(recv_side_->start[i]) * w, packed_ + at * w, sizeof(float) * n * w);
     at += n;
   }
 }
@@ -159,7 +160,7 @@ ExpertExchangePlan ExpertExchange::plan(const int* expert_offsets, Arena& memory
       }
     }
     // Expert side: source s's block of my local expert e, clipped to range c.
-    std::fill(source_prefix, source_prefix + el, 0);
+    std::fill(source_prefix, source_prefix + el, 0);  // host bookkeeping: the plan is host data
     for (int e = 0; e < el; ++e) {
       const int n = total[me * el + e];
       slice.expert_begin[e] = plan.expert_offsets[e] + slice_bound(n, c, C);
@@ -182,7 +183,8 @@ ExpertExchangePlan ExpertExchange::plan(const int* expert_offsets, Arena& memory
 }
 
 ExchangeTransfer ExpertExchange::move(const ExchangeSide& send, const ExchangeSide& recv, const float* src,
-                                      float* dst, int width, const ExpertExchangePlan& plan, Arena& scratch) const {
+                                      float* dst, int width, const ExpertExchangePlan& plan, Arena& scratch,
+                                      Backend& backend) const {
   const int ep = plan.ep, el = plan.local_experts;
   const size_t w = size_t(width);
   size_t* send_counts = scratch.alloc<size_t>(4 * size_t(ep));
@@ -200,7 +202,7 @@ ExchangeTransfer ExpertExchange::move(const ExchangeSide& send, const ExchangeSi
       send_displs[p] = at * w;
       for (int e = 0; e < el; ++e) {
         const size_t n = size_t(send.rows[p * el + e]);
-        std::memcpy(packed + at * w, src + size_t(send.start[p * el + e]) * w, sizeof(float) * n * w);
+        backend.copy(packed + at * w, src + size_t(send.start[p * el + e]) * w, sizeof(float) * n * w);
         at += n;
       }
     }
@@ -208,6 +210,7 @@ ExchangeTransfer ExpertExchange::move(const ExchangeSide& send, const ExchangeSi
   }
 
   ExchangeTransfer transfer;
+  transfer.backend_ = &backend;
   transfer.out_ = dst;
   transfer.ep_ = ep;
   transfer.local_experts_ = el;
@@ -235,31 +238,35 @@ ExchangeTransfer ExpertExchange::move(const ExchangeSide& send, const ExchangeSi
 }
 
 ExchangeTransfer ExpertExchange::dispatch_begin(int slice, const float* token_rows, float* expert_rows, int width,
-                                                const ExpertExchangePlan& plan, Arena& scratch) const {
+                                                const ExpertExchangePlan& plan, Arena& scratch,
+                                                Backend& backend) const {
   MOE4D_CHECK(slice >= 0 && slice < plan.chunks);
   const ExchangeSlice& s = plan.slices[slice];
-  return move(s.token, s.expert, token_rows, expert_rows, width, plan, scratch);
+  return move(s.token, s.expert, token_rows, expert_rows, width, plan, scratch, backend);
 }
 
 ExchangeTransfer ExpertExchange::combine_begin(int slice, const float* expert_rows, float* token_rows, int width,
-                                               const ExpertExchangePlan& plan, Arena& scratch) const {
+                                               const ExpertExchangePlan& plan, Arena& scratch,
+                                               Backend& backend) const {
   MOE4D_CHECK(slice >= 0 && slice < plan.chunks);
   const ExchangeSlice& s = plan.slices[slice];
-  return move(s.expert, s.token, expert_rows, token_rows, width, plan, scratch);
+  return move(s.expert, s.token, expert_rows, token_rows, width, plan, scratch, backend);
 }
 
 void ExpertExchange::dispatch(const float* token_rows, float* expert_rows, int width, const ExpertExchangePlan& plan,
-                              Arena& scratch) const {
+                              Arena& scratch, Backend* backend) const {
   ExchangeTransferQueue transfers(plan.chunks, scratch);
   for (int c = 0; c < plan.chunks; ++c)
-    transfers.push(dispatch_begin(c, token_rows, expert_rows, width, plan, scratch));
+    transfers.push(dispatch_begin(c, token_rows, expert_rows, width, plan, scratch,
+                                  backend ? *backend : thread_cpu_backend()));
 }
 
 void ExpertExchange::combine(const float* expert_rows, float* token_rows, int width, const ExpertExchangePlan& plan,
-                             Arena& scratch) const {
+                             Arena& scratch, Backend* backend) const {
   ExchangeTransferQueue transfers(plan.chunks, scratch);
   for (int c = 0; c < plan.chunks; ++c)
-    transfers.push(combine_begin(c, expert_rows, token_rows, width, plan, scratch));
+    transfers.push(combine_begin(c, expert_rows, token_rows, width, plan, scratch,
+                                 backend ? *backend : thread_cpu_backend()));
 }
 
 }  // namespace moe4d

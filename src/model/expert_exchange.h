@@ -37,6 +37,8 @@
 
 namespace moe4d {
 
+class Backend;
+
 // One side (token or expert layout) of one slice: for each (peer EP rank p, local-expert index e) a
 // row range [start, start + rows) of the local layout. On the token side e indexes the local experts
 // of destination p; on the expert side e is this rank's local expert and p the source rank.
@@ -85,6 +87,7 @@ class ExchangeTransfer {
  private:
   friend class ExpertExchange;
   std::unique_ptr<Work> work_;
+  Backend* backend_ = nullptr;               // unpacks on finish()
   const ExchangeSide* recv_side_ = nullptr;  // unpack map (null: received in place)
   const float* packed_ = nullptr;
   float* out_ = nullptr;
@@ -124,21 +127,24 @@ class ExpertExchange {
 
   // Starts moving slice `slice` from token_rows [send_rows, width] to expert_rows [recv_rows, width]
   // (dispatch) or back (combine). Only the slice's rows of the destination are written, at finish().
-  // Temporaries come from `scratch`, which must outlive the transfer.
+  // Temporaries come from `scratch`, which must outlive the transfer. Rows are packed and unpacked
+  // on `backend` (borrowed; it must outlive the transfer).
   [[nodiscard]] ExchangeTransfer dispatch_begin(int slice, const float* token_rows, float* expert_rows, int width,
-                                                const ExpertExchangePlan& plan, Arena& scratch) const;
+                                                const ExpertExchangePlan& plan, Arena& scratch,
+                                                Backend& backend) const;
   [[nodiscard]] ExchangeTransfer combine_begin(int slice, const float* expert_rows, float* token_rows, int width,
-                                               const ExpertExchangePlan& plan, Arena& scratch) const;
+                                               const ExpertExchangePlan& plan, Arena& scratch,
+                                               Backend& backend) const;
 
-  // Whole moves: every slice begun, then every slice finished.
+  // Whole moves: every slice begun, then every slice finished (backend null: this thread's CPU backend).
   void dispatch(const float* token_rows, float* expert_rows, int width, const ExpertExchangePlan& plan,
-                Arena& scratch) const;
+                Arena& scratch, Backend* backend = nullptr) const;
   void combine(const float* expert_rows, float* token_rows, int width, const ExpertExchangePlan& plan,
-               Arena& scratch) const;
+               Arena& scratch, Backend* backend = nullptr) const;
 
  private:
   ExchangeTransfer move(const ExchangeSide& send, const ExchangeSide& recv, const float* src, float* dst, int width,
-                        const ExpertExchangePlan& plan, Arena& scratch) const;
+                        const ExpertExchangePlan& plan, Arena& scratch, Backend& backend) const;
 
   Communicator& group_;
   int num_experts_;

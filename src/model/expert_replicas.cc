@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backend/backend.h"
 #include "core/check.h"
 #include "model/param_store.h"
 
@@ -102,19 +103,19 @@ void ExpertReplicas::split_rows(const int* logical_offsets, int* row_slot, int* 
   physical_offsets[S] = at;
   MOE4D_CHECK_EQ(at, rows);
   int* old_row_slot = scratch.alloc_i32(std::max(rows, 1));
-  std::memcpy(old_row_slot, row_slot, sizeof(int) * size_t(rows));
+  std::memcpy(old_row_slot, row_slot, sizeof(int) * size_t(rows));  // host bookkeeping: the routing plan
   for (int old = 0; old < rows; ++old) row_slot[perm[old]] = old_row_slot[old];
   for (int slot = 0; slot < slots_total; ++slot)
     if (slot_row[slot] >= 0) slot_row[slot] = perm[slot_row[slot]];
 }
 
-void ExpertReplicas::fetch_begin(const ParamStore& params) {
+void ExpertReplicas::fetch_begin(const ParamStore& params, Backend& backend) {
   const size_t df = size_t(w_.hidden) * w_.local_ffn;
   const float* src[3] = {params.value(w_.w1_id), params.value(w_.w3_id), params.value(w_.w2_id)};
   for (size_t i = 0; i < send_experts_.size(); ++i)
     for (int which = 0; which < 3; ++which)
-      std::memcpy(send_.data() + i * block_floats_ + which * df, src[which] + size_t(send_experts_[i]) * df,
-                  sizeof(float) * df);
+      backend.copy(send_.data() + i * block_floats_ + which * df, src[which] + size_t(send_experts_[i]) * df,
+                   sizeof(float) * df);
   fetching_ = group_.all_to_all_v_async(send_.data(), send_counts_.data(), send_displs_.data(), values_.data(),
                                         recv_counts_.data(), recv_displs_.data(), DType::kF32);
   moved_floats_ += values_.size();
@@ -128,12 +129,12 @@ void ExpertReplicas::invalidate() {
   fresh_ = false;
 }
 
-void ExpertReplicas::prefetch(const ParamStore& params) {
-  if (!fresh_ && !fetching_) fetch_begin(params);
+void ExpertReplicas::prefetch(const ParamStore& params, Backend& backend) {
+  if (!fresh_ && !fetching_) fetch_begin(params, backend);
 }
 
-void ExpertReplicas::weights_ready(const ParamStore& params) {
-  prefetch(params);
+void ExpertReplicas::weights_ready(const ParamStore& params, Backend& backend) {
+  prefetch(params, backend);
   if (!fetching_) return;
   fetching_->wait();
   fetching_.reset();
@@ -148,19 +149,18 @@ void ExpertReplicas::return_grads_begin() {
   moved_floats_ += grads_.size();
 }
 
-void ExpertReplicas::return_grads_finish(ParamStore& params) {
+void ExpertReplicas::return_grads_finish(ParamStore& params, Backend& backend) {
   MOE4D_CHECK(returning_ != nullptr);
   returning_->wait();
   returning_.reset();
-  std::fill(grads_.begin(), grads_.end(), 0.0f);  // the next micro-batches accumulate afresh
+  backend.fill(grads_.data(), 0.0f, int64_t(grads_.size()));  // the next micro-batches accumulate afresh
   const size_t df = size_t(w_.hidden) * w_.local_ffn;
   float* dst[3] = {params.grad(w_.w1_id), params.grad(w_.w3_id), params.grad(w_.w2_id)};
   // In peer order, so that the sum over the copies is formed in the same order on every run.
   for (size_t i = 0; i < send_experts_.size(); ++i)
     for (int which = 0; which < 3; ++which) {
       float* g = dst[which] + size_t(send_experts_[i]) * df;
-      const float* add = home_grads_.data() + i * block_floats_ + which * df;
-      for (size_t x = 0; x < df; ++x) g[x] += add[x];
+      backend.axpy(g, home_grads_.data() + i * block_floats_ + which * df, 1.0f, int64_t(df));
     }
 }
 

@@ -48,6 +48,7 @@
 
 namespace moe4d {
 
+class Backend;
 class ParamStore;
 
 struct ReplicaWeights {
@@ -84,12 +85,13 @@ class ExpertReplicas {
   void invalidate();
   // Whether prefetch() would start the fetch now, reading the homes' weights.
   bool fetch_needed() const { return !fresh_ && !fetching_; }
-  void prefetch(const ParamStore& params);
-  void weights_ready(const ParamStore& params);
+  // The weights are packed for sending on `backend`.
+  void prefetch(const ParamStore& params, Backend& backend);
+  void weights_ready(const ParamStore& params, Backend& backend);
   // Gradients: the replica gradients accumulated since the last return go home (begin), and are
   // added into the homes' gradients (finish); the buffers then restart from zero.
   void return_grads_begin();
-  void return_grads_finish(ParamStore& params);
+  void return_grads_finish(ParamStore& params, Backend& backend);
 
   // Rows each EP rank processes with this placement / without replication, from the exchange's
   // [ep, E + R] count matrix (rows of each source for each physical slot).
@@ -108,7 +110,7 @@ class ExpertReplicas {
 
  private:
   void layout();  // buffer positions, per-peer counts and the row split of the current placement
-  void fetch_begin(const ParamStore& params);
+  void fetch_begin(const ParamStore& params, Backend& backend);
 
   Communicator& group_;
   ExpertPlacement placement_;

@@ -36,7 +36,7 @@ GenerationResult generate_tokens(const Transformer& model, ParallelContext& pc, 
       model.decode(ids.data() + ids.size() - n, cache, logits.data(), state, ctx);
     } else {
       // The whole sequence left-aligned in a full window; causal attention ignores the padding after it.
-      std::copy(ids.begin(), ids.end(), window.begin());
+      std::copy(ids.begin(), ids.end(), window.begin());  // host token ids
       BlockContext ctx{pc, params, config, model.rope(), state.arena, scratch, 1, S, 1.0f,
                        RecomputeGranularity::kNone, nullptr};
       model.logits_at(window.data(), static_cast<int>(ids.size()) - 1, logits.data(), state, ctx);

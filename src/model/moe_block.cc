@@ -214,7 +214,7 @@ void MoeBlock::experts_backward_weights(const ExpertExchangePlan& plan, const fl
     }
     if (ctx.grads_final) {
       replicas_->return_grads_begin();
-      replicas_->return_grads_finish(ctx.params);
+      replicas_->return_grads_finish(ctx.params, ctx.backend());
     }
   }
   // Weight by weight in reverse flat order (w2, w3, w1; experts from the last down), so that ZeRO's
@@ -279,7 +279,7 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
   // fetch it copies the home weights, which ZeRO-3 gathers for it (model/layer_hooks.h).
   if (replicas_ && replicas_->fetch_needed()) {
     const ValueUse w1(ctx, w1_id_), w3(ctx, w3_id_), w2(ctx, w2_id_);
-    replicas_->prefetch(ctx.params);
+    replicas_->prefetch(ctx.params, ctx.backend());
   }
 
   int* expert_offsets = ctx.scratch.alloc_i32(E + 1);
@@ -315,12 +315,12 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
   // rendezvous with the slowest rank of the EP group per slice (measured: more exposed time).
   ExchangeTransferQueue arriving(plan.chunks, ctx.scratch), returning(plan.chunks, ctx.scratch);
   for (int c = 0; expert_parallel && c < plan.chunks; ++c)
-    arriving.push(exchange_.dispatch_begin(c, xp, s->xr, d, plan, ctx.scratch));
-  if (replicas_) replicas_->weights_ready(ctx.params);
+    arriving.push(exchange_.dispatch_begin(c, xp, s->xr, d, plan, ctx.scratch, ctx.backend()));
+  if (replicas_) replicas_->weights_ready(ctx.params, ctx.backend());
   for (int c = 0; c < plan.chunks; ++c) {
     if (expert_parallel) arriving.finish(c);
     experts_forward(plan.slices[c], s->xr, s->h1, s->h3, g, yr, ctx);
-    if (expert_parallel) returning.push(exchange_.combine_begin(c, yr, s->y, d, plan, ctx.scratch));
+    if (expert_parallel) returning.push(exchange_.combine_begin(c, yr, s->y, d, plan, ctx.scratch, ctx.backend()));
   }
   returning.finish_all();
   float* partial = sharded ? ctx.scratch.alloc_f32(size_t(T) * d) : x_out;
@@ -407,11 +407,11 @@ void MoeBlock::backward(float* dx, const float* x_in, const void* saved, BlockCo
   // The forward's slice pipeline, carrying output gradients in and input gradients out.
   ExchangeTransferQueue arriving(plan.chunks, ctx.scratch), returning(plan.chunks, ctx.scratch);
   for (int c = 0; expert_parallel && c < plan.chunks; ++c)
-    arriving.push(exchange_.dispatch_begin(c, dy, dyr, d, plan, ctx.scratch));
+    arriving.push(exchange_.dispatch_begin(c, dy, dyr, d, plan, ctx.scratch, ctx.backend()));
   for (int c = 0; c < plan.chunks; ++c) {
     if (expert_parallel) arriving.finish(c);
     experts_backward_inputs(plan.slices[c], dyr, s->h1, s->h3, dg, dh1, dh3, dxr, ctx);
-    if (expert_parallel) returning.push(exchange_.combine_begin(c, dxr, dxp, d, plan, ctx.scratch));
+    if (expert_parallel) returning.push(exchange_.combine_begin(c, dxr, dxp, d, plan, ctx.scratch, ctx.backend()));
   }
   // Weight gradients over each expert's full row block (the same GEMMs whatever the slicing) while
   // the input gradients travel back.

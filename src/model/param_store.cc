@@ -1,5 +1,7 @@
 #include "model/param_store.h"
 
+#include "backend/cpu_backend.h"
+
 #include <cstring>
 
 #include "core/rng.h"
@@ -57,7 +59,7 @@ void ParamStore::init_values(uint64_t seed) {
       case ParamInit::kOnes:
         for (int64_t i = 0; i < p.numel(); ++i) v[i] = 1.0f;
         break;
-      case ParamInit::kZeros:
+      case ParamInit::kZeros:  // initialisation writes host memory, like the loops of the other cases
         std::memset(v, 0, sizeof(float) * p.numel());
         break;
       case ParamInit::kNormal: {
@@ -70,9 +72,11 @@ void ParamStore::init_values(uint64_t seed) {
   }
 }
 
-void ParamStore::zero_grads() {
+void ParamStore::zero_grads() { zero_grads(thread_cpu_backend()); }
+
+void ParamStore::zero_grads(Backend& backend) {
   for (int g = 0; g < kNumParamGroups; ++g)  // an empty group (no experts on this stage) has no buffer
-    if (flat_size_[g] > 0) std::memset(grads_[g].data(), 0, flat_size_[g] * sizeof(float));
+    if (flat_size_[g] > 0) backend.zero(grads_[g].data(), flat_size_[g] * sizeof(float));
 }
 
 }  // namespace moe4d

@@ -19,6 +19,8 @@
 
 namespace moe4d {
 
+class Backend;
+
 struct ShardSpec {
   int dim = 0;
   int parts = 1;
@@ -82,7 +84,11 @@ class ParamStore {
 
   // Fills every parameter from the counter-based generator keyed by (seed, name).
   void init_values(uint64_t seed);
+  // Zeroes every gradient on `backend` (this thread's CPU backend without one).
   void zero_grads();
+  void zero_grads(Backend& backend);
+  // The device the values and gradients live on.
+  Device device() const { return values_[0].device(); }
 
  private:
   int group_index(int id) const { return static_cast<int>(params_[id].group); }

@@ -112,7 +112,7 @@ DType GradSync::wire_type() const {
 
 void GradSync::zero_grads() {
   if (!sharded()) {
-    params_.zero_grads();
+    params_.zero_grads(backend_);
     return;
   }
   for (int g = 0; g < kNumParamGroups; ++g) {
@@ -127,7 +127,7 @@ void GradSync::begin() {
     b.launched = false;
     b.pending_elements = b.param_elements;
   }
-  std::fill(reported_.begin(), reported_.end(), 0);
+  std::fill(reported_.begin(), reported_.end(), 0);  // host bookkeeping: elements reported per bucket
   std::fill(rounds_.begin(), rounds_.end(), 0);
 }
 

@@ -77,7 +77,8 @@ NonfiniteDiagnosis agree_on_first_nonfinite(const NonfiniteFinding& mine, Commun
   int rank = mine.order == best ? world.rank() : INT_MAX;
   world.all_reduce(&rank, 1, DType::kI32, ReduceOp::kMin);
   std::vector<char> text(kMaxDescription, '\0');
-  if (rank == world.rank()) std::memcpy(text.data(), mine.what.data(), std::min(mine.what.size(), kMaxDescription - 1));
+  if (rank == world.rank())  // a host string
+    std::memcpy(text.data(), mine.what.data(), std::min(mine.what.size(), kMaxDescription - 1));
   world.broadcast(text.data(), text.size(), DType::kU8, rank);
   out.found = true;
   out.rank = world.world_ranks()[rank];

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 
+#include "backend/backend.h"
 #include "config/config_names.h"
 #include "core/check.h"
 #include "core/error.h"
@@ -154,7 +154,7 @@ double StepExecutor::forward(const PipelineAction& a, const float* input, const 
   if (!spec.has_head) {
     const int next = virtual_stage(a.chunk) + 1;
     const int buffer = acquire_buffer();
-    std::memcpy(buffers_[buffer].f32(), slot.state.residual.back(), sizeof(float) * width_);
+    ctx.backend().copy(buffers_[buffer].f32(), slot.state.residual.back(), sizeof(float) * width_);
     send(buffer, next % stages_, message_tag(false, next / stages_, a.micro_batch));
   }
   note_memory(slot, trace, /*after_forward=*/true);
@@ -293,25 +293,29 @@ bool StepExecutor::records_timeline(int64_t step, int64_t total_steps) {
   return step == 2 || step % 100 == 0 || step == total_steps;
 }
 
-void StepExecutor::add_step_metrics(nlohmann::json& record, int64_t step, int64_t total_steps) const {
+void StepExecutor::gather_step_metrics(nlohmann::json& record, int64_t step, int64_t total_steps) const {
   const ParallelConfig& par = config_.parallel;
   const int m = par.micro_batch_num;
   const bool with_timeline = records_timeline(step, total_steps);
-  // Every stage runs 2 x m x v actions, so each contributes the same number of values: 8 scalars,
-  // the mean forward and backward time of each chunk, then (timeline steps) 5 values per action.
-  constexpr size_t kScalars = 8, kPerEvent = 5;
+  // Every stage runs 2 x m x v actions, so each contributes the same number of values: the named
+  // scalars of its StepTrace, the mean forward and backward time of each chunk, then (timeline steps)
+  // 5 values per action.
+  enum Scalar : size_t {
+    kBusy, kSpan, kRecvWait, kPeakActivation, kMicroBatchBytes, kPeakInFlight, kPeakScratch, kPeakTransfer, kScalars
+  };
+  constexpr size_t kPerEvent = 5;
   const size_t summary = kScalars + 2 * size_t(chunks_);
   const size_t events = with_timeline ? trace_.events.size() : 0;
   MOE4D_CHECK_EQ(trace_.events.size(), size_t(2) * m * chunks_);
-  std::vector<double> mine = {trace_.busy_s,
-                              trace_.span_s,
-                              trace_.recv_wait_s,
-                              double(trace_.peak_activation_bytes),
-                              double(trace_.micro_batch_bytes),
-                              double(trace_.peak_in_flight),
-                              double(trace_.peak_scratch_bytes),
-                              double(trace_.peak_transfer_bytes)};
-  mine.resize(summary, 0.0);
+  std::vector<double> mine(summary, 0.0);
+  mine[kBusy] = trace_.busy_s;
+  mine[kSpan] = trace_.span_s;
+  mine[kRecvWait] = trace_.recv_wait_s;
+  mine[kPeakActivation] = double(trace_.peak_activation_bytes);
+  mine[kMicroBatchBytes] = double(trace_.micro_batch_bytes);
+  mine[kPeakInFlight] = double(trace_.peak_in_flight);
+  mine[kPeakScratch] = double(trace_.peak_scratch_bytes);
+  mine[kPeakTransfer] = double(trace_.peak_transfer_bytes);
   for (const StepTrace::Event& ev : trace_.events)
     mine[kScalars + size_t(ev.action.op == PipelineOp::kBackward) * chunks_ + ev.action.chunk] +=
         (ev.end_s - ev.start_s) / m;
@@ -325,7 +329,7 @@ void StepExecutor::add_step_metrics(nlohmann::json& record, int64_t step, int64_
   std::vector<double> all(n * stages_);
   pc_.pp->all_gather(mine.data(), all.data(), n, DType::kF64);
 
-  auto column = [&](size_t k) {
+  auto column = [&](Scalar k) {
     std::vector<double> v(stages_);
     for (int s = 0; s < stages_; ++s) v[s] = all[s * n + k];
     return v;
@@ -338,7 +342,7 @@ void StepExecutor::add_step_metrics(nlohmann::json& record, int64_t step, int64_
   auto chunk_time = [&](int s, PipelineOp op, int chunk) {
     return all[s * n + kScalars + size_t(op == PipelineOp::kBackward) * chunks_ + chunk];
   };
-  const std::vector<double> busy = column(0), spans = column(1);
+  const std::vector<double> busy = column(kBusy), spans = column(kSpan);
   // The pipeline's step is as long as its slowest stage; every stage is idle for the rest of it.
   const double span = *std::max_element(spans.begin(), spans.end());
   std::vector<double> idle(stages_);
@@ -370,17 +374,17 @@ void StepExecutor::add_step_metrics(nlohmann::json& record, int64_t step, int64_
       {"span_s", span},
       {"busy_s", busy},
       {"idle_s", idle},
-      {"recv_wait_s", column(2)},
+      {"recv_wait_s", column(kRecvWait)},
       {"forward_s", forward_s},
       {"backward_s", backward_s},
       {"bubble_measured", span > 0 ? idle_sum / (span * stages_) : 0.0},
       {"bubble_formula", pipeline_bubble_formula(stages_, m, chunks_)},
       {"bubble_replayed", replay.bubble()},
-      {"peak_activation_bytes", as_int(column(3))},
-      {"micro_batch_activation_bytes", as_int(column(4))},
-      {"peak_in_flight", as_int(column(5))},
-      {"peak_scratch_bytes", as_int(column(6))},
-      {"peak_transfer_bytes", as_int(column(7))}};
+      {"peak_activation_bytes", as_int(column(kPeakActivation))},
+      {"micro_batch_activation_bytes", as_int(column(kMicroBatchBytes))},
+      {"peak_in_flight", as_int(column(kPeakInFlight))},
+      {"peak_scratch_bytes", as_int(column(kPeakScratch))},
+      {"peak_transfer_bytes", as_int(column(kPeakTransfer))}};
   if (!with_timeline) return;
   nlohmann::json timeline = nlohmann::json::array();
   for (int s = 0; s < stages_; ++s)

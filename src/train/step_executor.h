@@ -98,7 +98,7 @@ class StepExecutor {
   // steps records_timeline() picks, also record["pipeline_timeline"]: one {stage, chunk, micro_batch,
   // kind, start_s, end_s} box per forward / backward of every stage. Values come from the pipeline of
   // this rank's (dp, ep, tp) slice; every rank gets the same record.
-  void add_step_metrics(nlohmann::json& record, int64_t step, int64_t total_steps) const;
+  void gather_step_metrics(nlohmann::json& record, int64_t step, int64_t total_steps) const;
   // The timeline is kept for step 2 (the first without allocation warm-up), every 100th step and
   // the last step, so the metrics file stays small.
   static bool records_timeline(int64_t step, int64_t total_steps);

@@ -1,6 +1,5 @@
 #include "train/tensor_gather.h"
 
-#include <cstring>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -66,7 +65,8 @@ std::map<std::string, FullTensor> gather_full_tensors(ParallelContext& pc, const
     Buffer packed(total * sizeof(float));
     size_t offset = 0;
     for (int id : ids) {
-      std::memcpy(packed.f32() + offset, source(id), sizeof(float) * params.info(id).numel());
+      copy_bytes(packed.f32() + offset, packed.device(), source(id), params.device(),
+                 sizeof(float) * params.info(id).numel());
       offset += size_t(params.info(id).numel());
     }
     world.send(packed.data(), total, DType::kF32, 0, kTagData);

@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 
 #include "config/config_names.h"
+#include "backend/cpu_backend.h"
+#include "backend/reference_backend.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "data/window_sampler.h"
@@ -27,44 +29,21 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Communication time of one step, per group kind.
-struct CommSnapshot {
-  CommStats tp, ep, dp, pp, other;
-};
-CommSnapshot snapshot(ParallelContext& pc) {
-  CommSnapshot s;
-  s.tp = pc.tp->stats();
-  s.ep = pc.ep->stats();
-  s.dp = pc.dp->stats();
-  s.dp.add(pc.dp_ep->stats());
-  for (HierarchicalAllReduce* sync : {pc.dp_sync.get(), pc.dp_ep_sync.get()}) {
-    if (!sync) continue;
-    for (Communicator* stage : sync->stage_communicators()) s.dp.add(stage->stats());
+std::unique_ptr<Backend> make_backend(ComputeBackend kind) {
+  switch (kind) {
+    case ComputeBackend::kCpu: return std::make_unique<CpuBackend>();
+    case ComputeBackend::kReference: return std::make_unique<ReferenceBackend>();
   }
-  s.pp = pc.pp->stats();
-  if (pc.embed) s.pp.add(pc.embed->stats());
-  s.other = pc.world->stats();
-  return s;
-}
-nlohmann::json comm_json(const CommStats& after, const CommStats& before, double* exposed_total) {
-  double busy = 0, exposed = 0, bytes = 0, intra = 0, inter = 0;
-  for (int op = 0; op < static_cast<int>(CommOp::kCount); ++op) {
-    busy += after.ops[op].busy_seconds - before.ops[op].busy_seconds;
-    exposed += after.ops[op].exposed_seconds - before.ops[op].exposed_seconds;
-    bytes += double(after.ops[op].bytes - before.ops[op].bytes);
-    intra += double(after.ops[op].bytes_intra_node - before.ops[op].bytes_intra_node);
-    inter += double(after.ops[op].bytes_inter_node - before.ops[op].bytes_inter_node);
-  }
-  *exposed_total += exposed;
-  return {{"busy_s", busy},           {"exposed_s", exposed},           {"bytes", bytes},
-          {"bytes_intra_node", intra}, {"bytes_inter_node", inter}};
+  fail("train.backend: unknown backend {}", static_cast<int>(kind));
 }
 }  // namespace
 
 Trainer::Trainer(const Config& config, ParallelContext& pc, TrainerOptions options)
-    : config_(config),
+    : progress_(config, options.json_progress),
+      config_(config),
       pc_(pc),
       options_(std::move(options)),
+      backend_(make_backend(config.train.backend)),
       loss_scaler_(config.train.precision, config.train.loss_scale),
       guard_(config.train.max_nonfinite_steps) {
   const ParallelConfig& par = config.parallel;
@@ -82,18 +61,21 @@ Trainer::Trainer(const Config& config, ParallelContext& pc, TrainerOptions optio
   for (MoeBlock* block : model_->moe_blocks())
     moe_stats_.push_back({.layer = block->layer(),
                           .tokens_per_expert = std::vector<double>(config.model.moe.num_experts, 0.0)});
+  rebalancer_ = std::make_unique<ExpertRebalancer>(config, pc, *model_, moe_layers_);
 
   executor_ = std::make_unique<StepExecutor>(config, pc, *model_, params_, micro_batch_size_);
   if (config.train.precision != Precision::kFP32) {
     compute_ = config.train.precision == Precision::kBF16 ? DType::kBF16 : DType::kF16;
-    const PrecisionGemm& gemm16 = backend_->precision_gemm(compute_);
+    const PrecisionGemm* gemm16 = precision_gemm();
     if (pc_.rank == 0 && !options_.quiet)
-      log_info("block GEMMs: {} ({})", gemm16.implementation(), gemm16.onednn_status());
+      log_info("block GEMMs: {}", gemm16 ? fmt::format("{} ({})", gemm16->implementation(), gemm16->onednn_status())
+                                         : fmt::format("backend '{}'", backend_->name()));
   }
   if (options_.fault_injector) injection_ = std::make_unique<FaultInjectionHook>(*options_.fault_injector, params_);
   if (!options_.resume_from.empty()) load_checkpoint(options_.resume_from);
   else if (!config.train.init_from.empty()) load_weights(config.train.init_from);
-  log_memory_table();  // collective; rank 0 logs unless quiet
+  const std::vector<RankMemoryUse> memory = gather_rank_memory(*pc_.world, rank_memory());  // collective
+  if (pc_.rank == 0 && !options_.quiet) log_memory_table(memory, config.parallel.zero_stage);
 
   gather_rank_hosts();
   std::string path = options_.metrics_path;
@@ -110,6 +92,11 @@ Trainer::Trainer(const Config& config, ParallelContext& pc, TrainerOptions optio
 }
 
 Trainer::~Trainer() = default;
+
+const PrecisionGemm* Trainer::precision_gemm() const {
+  auto* cpu = dynamic_cast<CpuBackend*>(backend_.get());
+  return compute_ == DType::kF32 || !cpu ? nullptr : &cpu->precision_gemm(compute_);
+}
 
 // Host names of all ranks, for the slow-rank diagnosis (report/rank_times.h): fixed 64-byte slots.
 void Trainer::gather_rank_hosts() {
@@ -133,7 +120,7 @@ StepResult Trainer::train_step() {
   const ParallelConfig& par = config_.parallel;
   const int m = par.micro_batch_num, replicas = par.data_replicas();
   const int64_t step = step_ + 1;
-  const CommSnapshot comm_before = snapshot(pc_);
+  const CommSnapshot comm_before = comm_snapshot(pc_);
   // Traced steps: consecutive phases of the step on the compute track (train/step_tracer.h).
   const bool traced = tracer_ && tracer_->active();
   auto phase_start = t0;
@@ -144,15 +131,8 @@ StepResult Trainer::train_step() {
     phase_start = now;
   };
   begin_zero_step(step);  // zeroes the gradients (trainer_zero.cc)
-  begin_replica_step();
-  for (MoeLayerStats& s : moe_stats_) {
-    std::fill(s.tokens_per_expert.begin(), s.tokens_per_expert.end(), 0.0);
-    s.dropped_slots = s.routed_slots = s.aux_loss = s.z_loss = 0;
-    s.micro_batches = 0;
-    std::fill(s.rank_rows.begin(), s.rank_rows.end(), 0.0);
-    std::fill(s.rank_rows_without.begin(), s.rank_rows_without.end(), 0.0);
-    s.replica_bytes = s.cross_node_rows = s.cross_node_rows_without = 0;
-  }
+  rebalancer_->begin_step(params_, *backend_);
+  for (MoeLayerStats& s : moe_stats_) s.reset();
 
   const MicroBatchFill fill = [&](int index, int* tokens, int* targets) {
     train_data_->fill_batch(config_.train.seed, step, int64_t(index) * micro_batch_size_, micro_batch_size_, tokens,
@@ -168,37 +148,37 @@ StepResult Trainer::train_step() {
   if (traced) tracer_->add_actions(executor_->last_trace());
   grad_sync_->finish();
   phase("gradient sync");
-  collect_replica_bytes();
+  rebalancer_->collect_replica_bytes(moe_stats_);
   MOE4D_CHECK_MSG(!precision_gemm() || precision_gemm()->calls() > 0, "train.precision is 16-bit but no block GEMM used it");
 
-  // One world reduction carries the step's scalars and the expert load. Each value is contributed by
-  // exactly one rank per data replica (TP rank 0 of the stage that computes it).
+  // One world reduction carries the step's scalars and the expert load.
   const int E = std::max(config_.model.moe.num_experts, 1);
-  const size_t load_size = moe_layers_.size() * size_t(E);
-  std::vector<double> reduced(5 + load_size + moe_layers_.size() * replication_stride(), 0.0);
+  StepTotals totals;
+  totals.load.assign(moe_layers_.size() * size_t(E), 0.0);
+  totals.replication.assign(moe_layers_.size() * rebalancer_->stride(), 0.0);
   if (pc_.coord.tp == 0) {
-    reduced[0] = ce_sum;
+    totals.ce_sum = ce_sum;
     for (const MoeLayerStats& s : moe_stats_) {
-      reduced[1] += s.aux_loss;
-      reduced[2] += s.z_loss;
-      reduced[3] += s.dropped_slots;
-      reduced[4] += s.routed_slots;
+      totals.aux_loss += s.aux_loss;
+      totals.z_loss += s.z_loss;
+      totals.dropped_slots += s.dropped_slots;
+      totals.routed_slots += s.routed_slots;
       const size_t slot = std::find(moe_layers_.begin(), moe_layers_.end(), s.layer) - moe_layers_.begin();
-      for (int e = 0; e < E; ++e) reduced[5 + slot * E + e] = s.tokens_per_expert[e];
+      std::copy_n(s.tokens_per_expert.begin(), E, totals.load.begin() + slot * E);  // host statistics
     }
-    pack_replication_stats(reduced.data() + 5 + load_size);
+    rebalancer_->pack(moe_stats_, totals.replication.data());
   }
-  pc_.world->all_reduce(reduced.data(), reduced.size(), DType::kF64, ReduceOp::kSum);
+  totals.all_reduce(*pc_.world);
   phase("loss and load reduction");
 
   StepResult r;
   r.step = step;
   const double micro_batches = double(replicas) * m;
-  r.loss = reduced[0] / micro_batches;
-  r.aux_loss = reduced[1] / micro_batches;
-  r.z_loss = reduced[2] / micro_batches;
+  r.loss = totals.ce_sum / micro_batches;
+  r.aux_loss = totals.aux_loss / micro_batches;
+  r.z_loss = totals.z_loss / micro_batches;
   r.total_loss = r.loss + config_.model.moe.aux_loss_coeff * r.aux_loss + config_.model.moe.z_loss_coeff * r.z_loss;
-  r.grad_norm = clip_gradients() / loss_scale;  // of the unscaled gradients
+  r.grad_norm = reduce_grad_norm() / loss_scale;  // of the unscaled gradients
   phase("gradient norm");
   // A non-finite gradient element anywhere makes the reduced norm non-finite: the norm's one world
   // reduction is every rank's overflow check. A skipped step leaves parameters, AdamW state and
@@ -218,9 +198,8 @@ StepResult Trainer::train_step() {
   // AdamW's bias correction counts the updates actually made.
   if (!r.skipped) optimizer_step(step - guard_.skipped_steps(), r.lr, grad_scale / loss_scale);
   phase("optimizer");
-  std::vector<double> load(reduced.begin() + 5, reduced.begin() + 5 + load_size);
-  if (!r.skipped && config_.model.moe.router_bias_update_rate > 0) update_router_bias(load);
-  if (replicated()) rebalance_experts(load, step);
+  if (!r.skipped && config_.model.moe.router_bias_update_rate > 0) update_router_bias(totals.load);
+  rebalancer_->rebalance(totals.load, step);
   step_ = step;
   const auto t_end = Clock::now();
   r.seconds = std::chrono::duration<double>(t_end - t0).count();
@@ -231,21 +210,16 @@ StepResult Trainer::train_step() {
   }
 
   // Timing breakdown.
-  const CommSnapshot comm_after = snapshot(pc_);
   double exposed = 0;
-  nlohmann::json comm = {{"tp", comm_json(comm_after.tp, comm_before.tp, &exposed)},
-                         {"ep", comm_json(comm_after.ep, comm_before.ep, &exposed)},
-                         {"dp", comm_json(comm_after.dp, comm_before.dp, &exposed)},
-                         {"pp", comm_json(comm_after.pp, comm_before.pp, &exposed)},
-                         {"other", comm_json(comm_after.other, comm_before.other, &exposed)}};
+  nlohmann::json comm = comm_record(comm_snapshot(pc_), comm_before, &exposed);
   // Traced steps: the blocked time of each group split into waiting for the last member and transfer.
   if (traced) {
     const nlohmann::json splits = tracer_->comm_split();
     for (const auto& [group, split] : splits.items())
       if (comm.contains(group)) comm[group].update(split);
   }
-  r.record = step_record(r, load, reduced[3], reduced[4], r.seconds);
-  if (replicated()) r.record["moe"]["replication"] = replication_record(reduced.data() + 5 + load_size);
+  r.record = step_record(config_, r, totals, moe_layers_, pc_.grid.world_size(), *train_data_);
+  if (rebalancer_->active()) r.record["moe"]["replication"] = rebalancer_->record(totals.replication.data());
   r.record["loss_scale"] = r.loss_scale;
   r.record["overflow"] = r.overflow;
   r.record["skipped"] = r.skipped;
@@ -256,13 +230,16 @@ StepResult Trainer::train_step() {
   // slow machine shows by name and an oversubscribed one as descheduling rather than communication.
   const double descheduled = options_.descheduled_seconds ? options_.descheduled_seconds() - descheduled_before
                                                           : std::nan("");
-  const double mine[2] = {r.seconds - exposed, descheduled};
-  std::vector<double> both(2 * size_t(pc_.world->size()));
-  pc_.world->all_gather(mine, both.data(), 2, DType::kF64);
+  struct RankTime {
+    double compute_s, descheduled_s;
+  };
+  const RankTime mine{r.seconds - exposed, descheduled};
+  std::vector<RankTime> times(size_t(pc_.world->size()));
+  pc_.world->all_gather(&mine, times.data(), 2, DType::kF64);
   nlohmann::json rank_compute = nlohmann::json::array(), rank_descheduled = nlohmann::json::array();
-  for (int k = 0; k < pc_.world->size(); ++k) {
-    rank_compute.push_back(both[2 * k]);
-    rank_descheduled.push_back(std::isfinite(both[2 * k + 1]) ? nlohmann::json(both[2 * k + 1]) : nlohmann::json());
+  for (const RankTime& t : times) {
+    rank_compute.push_back(t.compute_s);
+    rank_descheduled.push_back(std::isfinite(t.descheduled_s) ? nlohmann::json(t.descheduled_s) : nlohmann::json());
   }
   r.record["time"]["rank_compute_s"] = rank_compute;
   r.record["time"]["rank_descheduled_s"] = rank_descheduled;
@@ -272,36 +249,10 @@ StepResult Trainer::train_step() {
     rank_hosts_written_ = true;
   }
   // Pipeline schedule, bubble and activation memory (collective over the pipeline group).
-  executor_->add_step_metrics(r.record, step, config_.train.steps);
-  r.record["memory"] = memory_record();
-  r.record["zero"] = zero_record();
+  executor_->gather_step_metrics(r.record, step, config_.train.steps);
+  r.record["memory"] = memory_record(gather_rank_memory(*pc_.world, rank_memory()), config_.parallel, *zero_layout_);
+  r.record["zero"] = take_zero_record();
   return r;
-}
-
-nlohmann::json Trainer::step_record(const StepResult& r, const std::vector<double>& load, double dropped,
-                                    double routed, double step_seconds) {
-  const double tokens = double(config_.train.global_batch_size) * config_.model.seq_length;
-  nlohmann::json rec = {{"step", r.step},          {"loss", r.loss},        {"total_loss", r.total_loss},
-                        {"lr", r.lr},              {"grad_norm", r.grad_norm}, {"tokens", tokens},
-                        {"tokens_per_s", tokens / step_seconds},
-                        {"model_tflops_per_s", tokens * model_flops_per_token(config_.model) / step_seconds / 1e12}};
-  if (config_.train.peak_tflops > 0)
-    rec["mfu"] = rec["model_tflops_per_s"].get<double>() / (double(pc_.grid.world_size()) * config_.train.peak_tflops);
-  rec["data"] = blend_step_record(*train_data_, config_.train.seed, r.step, config_.model.seq_length);
-  if (config_.model.is_moe()) {
-    const int E = config_.model.moe.num_experts;
-    nlohmann::json layers = nlohmann::json::array();
-    for (size_t i = 0; i < moe_layers_.size(); ++i) {
-      const auto begin = load.begin() + i * E, end = begin + E;
-      const double mean = std::accumulate(begin, end, 0.0) / E;
-      const double mx = *std::max_element(begin, end), mn = *std::min_element(begin, end);
-      layers.push_back({{"layer", moe_layers_[i]}, {"tokens_per_expert", std::vector<double>(begin, end)},
-                        {"min", mn}, {"mean", mean}, {"max", mx}, {"imbalance", mean > 0 ? mx / mean : 0.0}});
-    }
-    rec["moe"] = {{"aux_loss", r.aux_loss}, {"z_loss", r.z_loss}, {"dropped_slots", dropped},
-                  {"dropped_fraction", routed > 0 ? dropped / routed : 0.0}, {"layers", layers}};
-  }
-  return rec;
 }
 
 void Trainer::update_router_bias(const std::vector<double>& load) {
@@ -331,7 +282,7 @@ double Trainer::evaluate() {
       sample_eval_window(*valid_data_, int64_t(index) * b + i, windows, S, tokens + size_t(i) * S,
                          targets + size_t(i) * S);
   };
-  begin_replica_step();
+  rebalancer_->begin_step(params_, *backend_);
   executor_->set_numerics(block_numerics());  // the training precision, without fault injection
   const double ce_sum = executor_->evaluate(fill, pc_.data_replica() * per_replica, per_replica);
   double total = pc_.coord.tp == 0 ? ce_sum : 0.0;
@@ -368,14 +319,9 @@ void Trainer::run() {
         metrics_error = e.what();
       }
       for (const std::unique_ptr<RunSink>& sink : sinks_) sink->on_step(r.record);
-      window_.steps += 1;
-      window_.loss += r.loss;
-      window_.aux += r.aux_loss;
-      window_.grad_norm += r.grad_norm;
-      window_.seconds += r.seconds;
-      window_.tokens += r.record["tokens"].get<double>();
+      progress_.add(r);
       if (!options_.quiet && (step_ % config_.train.log_interval == 0 || step_ == stop))
-        print_progress(r, stop, seconds_since(t0), first);
+        progress_.print(r, step_, stop, first, seconds_since(t0), guard_.skipped_steps(), loss_scaler_.dynamic());
     }
     // Once per step every rank learns whether any rank was asked to stop (a signal may reach one
     // rank only) or could not write the metrics file, so that all stop after the same step.
@@ -422,42 +368,6 @@ void Trainer::run() {
   }
   finish_checkpoint();  // a stop, --exit-after and the end of the run wait for the save in flight
   if (tracer_) tracer_->finish();
-}
-
-void Trainer::print_progress(const StepResult& r, int64_t stop, double elapsed, int64_t first) {
-  // Means over the steps since the previous line (the log interval), not the last step alone.
-  const ProgressWindow w = window_;
-  window_ = ProgressWindow{};
-  const double n = std::max(w.steps, 1);
-  const double eta = elapsed / double(step_ - first) * double(stop - step_);
-  const double tokens_per_s = w.seconds > 0 ? w.tokens / w.seconds : 0.0;
-  char stamp[32];
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  const int total = config_.train.steps;
-  if (options_.json_progress) {
-    nlohmann::json line = {{"time", stamp},          {"step", step_},          {"steps", total},
-                           {"interval_steps", w.steps}, {"loss", w.loss / n},  {"lr", r.lr},
-                           {"grad_norm", w.grad_norm / n}, {"tokens_per_s", tokens_per_s},
-                           {"step_ms", w.seconds / n * 1e3}, {"eta_s", eta}, {"skipped_steps", guard_.skipped_steps()}};
-    if (config_.model.is_moe()) line["aux_loss"] = w.aux / n;
-    if (r.record.contains("val_loss")) line["val_loss"] = r.record["val_loss"];
-    if (loss_scaler_.dynamic()) line["loss_scale"] = r.loss_scale;
-    fmt::print("{}\n", line.dump());
-  } else {
-    std::string line = fmt::format("{} step {:>5}/{} | loss {:.4f}", stamp, step_, total, w.loss / n);
-    // The sum over the MoE layers (Megatron logs the mean); the start of the run says so.
-    if (config_.model.is_moe()) line += fmt::format(" | aux_sum {:.4f}", w.aux / n);
-    if (r.record.contains("val_loss")) line += fmt::format(" | val {:.4f}", r.record["val_loss"].get<double>());
-    if (loss_scaler_.dynamic()) line += fmt::format(" | scale {:g}", r.loss_scale);
-    if (r.skipped) line += fmt::format(" | skipped ({} so far)", guard_.skipped_steps());
-    line += fmt::format(" | lr {:.2e} | gnorm {:.3f} | {} tok/s | {:.0f} ms/step | eta {}", r.lr, w.grad_norm / n,
-                        format_count(tokens_per_s), w.seconds / n * 1e3, format_duration(eta));
-    fmt::print("{}\n", line);
-  }
-  std::fflush(stdout);
 }
 
 BlockNumerics Trainer::step_numerics(int64_t step) {

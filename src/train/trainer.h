@@ -23,20 +23,23 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backend/cpu_backend.h"
+#include "backend/backend.h"
 #include "config/config.h"
 #include "data/blended_dataset.h"
 #include "data/token_dataset.h"
 #include "model/param_store.h"
 #include "model/transformer.h"
 #include "train/async_checkpoint.h"
+#include "train/expert_rebalancer.h"
 #include "train/fault_injector.h"
 #include "train/grad_sync.h"
 #include "train/loss_scaler.h"
+#include "train/memory_report.h"
 #include "train/metrics.h"
 #include "train/nonfinite_guard.h"
 #include "train/optimizer.h"
 #include "train/step_executor.h"
+#include "train/step_metrics.h"
 #include "train/step_tracer.h"
 #include "trace/run_sink.h"
 #include "train/tensor_gather.h"
@@ -45,6 +48,8 @@
 #include "train/zero_param_gatherer.h"
 
 namespace moe4d {
+
+class PrecisionGemm;
 
 struct TrainerOptions {
   std::string resume_from;   // checkpoint (step dir or checkpoint root); empty: start fresh
@@ -67,21 +72,6 @@ struct TrainerOptions {
   // Seconds this thread has so far spent runnable but waiting for a CPU (the OS's run-queue wait),
   // read before and after each step: time.rank_descheduled_s. Empty, or NaN: not measured.
   std::function<double()> descheduled_seconds;
-};
-
-struct StepResult {
-  int64_t step = 0;
-  double loss = 0;       // mean cross-entropy over the step's tokens
-  double aux_loss = 0;   // sum over MoE layers of the micro-batch-mean aux loss (unscaled)
-  double z_loss = 0;
-  double total_loss = 0; // the objective: loss + aux_coeff * aux + z_coeff * z
-  double grad_norm = 0;  // before clipping (of the unscaled gradients; non-finite on overflow)
-  double loss_scale = 1; // the loss scale this step's backward used (train/loss_scaler.h)
-  bool overflow = false; // some gradient was non-finite
-  bool skipped = false;  // the parameters were not updated (train/nonfinite_guard.h)
-  double lr = 0;
-  double seconds = 0;
-  nlohmann::json record; // everything written to the metrics file
 };
 
 class Trainer {
@@ -119,9 +109,9 @@ class Trainer {
   const LossScaler& loss_scaler() const { return loss_scaler_; }
   int64_t skipped_steps() const { return guard_.skipped_steps(); }
   // The 16-bit GEMM of train.precision bf16 / fp16 (which implementation it uses); null for fp32.
-  const PrecisionGemm* precision_gemm() const {
-    return compute_ == DType::kF32 ? nullptr : &backend_->precision_gemm(compute_);
-  }
+  // Null too on a backend other than `cpu` (train.backend), which has no PrecisionGemm.
+  const PrecisionGemm* precision_gemm() const;
+  Backend& backend() { return *backend_; }  // train.backend: where every kernel of this run executes
   Transformer& model() { return *model_; }
   // Full parameter tensors gathered on rank 0 (empty elsewhere): for tests and checkpoints.
   std::map<std::string, FullTensor> gather_parameters();
@@ -146,34 +136,20 @@ class Trainer {
   void load_weights(const std::string& path);
   // ZeRO (trainer_zero.cc): the sharded training state, the exact global gradient norm, the
   // optimizer step with its parameter all-gather, memory accounting (docs/zero.md).
-  struct MemoryFigures {  // bytes this rank holds
-    double params = 0, params_peak = 0, grads = 0, grads_peak = 0, optimizer = 0, activations = 0, rss_peak = 0;
-    double formula_params = 0, formula_grads = 0, formula_optimizer = 0;
-    double replicas = 0;  // expert replica buffers (trainer_replication.cc)
-  };
   void setup_zero();
   void begin_zero_step(int64_t step);
-  double clip_gradients();
+  double reduce_grad_norm();  // the global norm of the (scaled) gradients; collective over the world
   void optimizer_step(int64_t step, double lr, float grad_scale);
-  MemoryFigures memory_figures() const;
-  nlohmann::json memory_record();
-  void log_memory_table();
-  nlohmann::json zero_record();
+  RankMemoryUse rank_memory() const;  // this rank's bytes (local; gather_rank_memory collects them)
+  // The step's ZeRO payload since the previous call (local; advances the counters).
+  nlohmann::json take_zero_record();
   void update_router_bias(const std::vector<double>& load);
-  nlohmann::json step_record(const StepResult& r, const std::vector<double>& load, double dropped,
-                             double routed, double step_seconds);
   std::vector<ChunkSpec> my_chunks() const;
   // Mixed precision and non-finite handling (trainer.cc).
   BlockNumerics step_numerics(int64_t step);
   [[noreturn]] void stop_nonfinite(int64_t step, const MicroBatchFill& fill, float grad_scale);
   nlohmann::json numerics_state() const;
-  // The progress line of the steps since the previous one (means over the log interval).
-  struct ProgressWindow {
-    int steps = 0;
-    double loss = 0, aux = 0, grad_norm = 0, seconds = 0, tokens = 0;
-  };
-  void print_progress(const StepResult& r, int64_t stop, double elapsed, int64_t first);
-  ProgressWindow window_;
+  ProgressLog progress_;                           // world rank 0: the progress lines
   std::unique_ptr<StepTracer> tracer_;             // train.trace_steps
   std::vector<std::unique_ptr<RunSink>> sinks_;    // world rank 0: TensorBoard
   void restore_numerics_state(const nlohmann::json& state, const std::string& origin);
@@ -195,8 +171,9 @@ class Trainer {
   // Every world rank's host name (gathered once), written with the first step record of this run.
   std::vector<std::string> rank_hosts_;
   bool rank_hosts_written_ = false;
-  // The backend every kernel of the model runs on, and the block GEMMs' compute type (train.precision).
-  std::unique_ptr<CpuBackend> backend_ = std::make_unique<CpuBackend>();
+  // The backend every kernel of the model runs on (train.backend), and the block GEMMs' compute type
+  // (train.precision).
+  std::unique_ptr<Backend> backend_;
   DType compute_ = DType::kF32;
   BlockNumerics block_numerics(TensorInspector* inspector = nullptr) const {
     return {.backend = backend_.get(), .compute = compute_, .inspector = inspector};
@@ -210,7 +187,7 @@ class Trainer {
   std::vector<MoeLayerStats> moe_stats_;
   std::vector<int> moe_layers_;  // global layer index of every MoE layer of the model
   bool gradients_local_ = false;           // this step's gradients are not reduced (1-bit Adam)
-  int64_t zero_payload_seen_[3] = {0, 0, 0};  // zero_record(): counters at the previous step
+  int64_t zero_payload_seen_[3] = {0, 0, 0};  // take_zero_record(): counters at the previous step
   int stopped_by_signal_ = 0;
   std::string last_checkpoint_;
   // Sharded saves (trainer_checkpoint.cc, train/async_checkpoint.h): the save not yet committed, the
@@ -226,22 +203,7 @@ class Trainer {
   // `wait` (the same on every rank).
   void poll_checkpoint(bool wait);
   void record_checkpoint(int64_t step, bool async, double blocked_s, double total_s, uint64_t staging_bytes);
-  // Expert replication (trainer_replication.cc, docs/expert_replication.md): the replica placement of
-  // every MoE layer (each rank computes all of them from the all-reduced load, so they agree and rank
-  // 0 can report layers of other stages) and the integer load summed since the last rebalance.
-  bool replicated() const;
-  size_t replication_stride() const;  // reduced values per MoE layer: rows per EP rank with / without, bytes, cross-node rows
-  void pack_replication_stats(double* out) const;
-  void rebalance_experts(const std::vector<double>& load, int64_t step);
-  // Before every step and evaluation: replica weights are stale (the optimizer ran), their fetch is
-  // started for every local MoE layer when the homes' values are resident (ZeRO 0-2).
-  void begin_replica_step();
-  void collect_replica_bytes();  // after the step's backward: bytes each layer's replicas moved
-  double replica_buffer_bytes() const;  // this rank's replica weights, gradients and staging
-  nlohmann::json replication_record(const double* reduced) const;
-  std::vector<ExpertPlacement> placements_;
-  std::vector<std::vector<int64_t>> interval_load_;
-  std::vector<int> moved_slots_;  // replica slots refilled by the rebalance after the last step
+  std::unique_ptr<ExpertRebalancer> rebalancer_;  // expert replication (train/expert_rebalancer.h)
 };
 
 }  // namespace moe4d

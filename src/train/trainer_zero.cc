@@ -1,21 +1,16 @@
 // train/trainer_zero.cc — the Trainer's ZeRO-facing members: building the sharded training state,
-// the exact global gradient norm, the optimizer step with its parameter all-gather, and the memory
-// accounting reported at start-up and in the metrics (docs/zero.md).
+// the exact global gradient norm, the optimizer step with its parameter all-gather, and this rank's
+// memory figures (train/memory_report.h; docs/zero.md).
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <cmath>
 
-#include <fmt/format.h>
-
 #include "config/config_names.h"
-#include "core/log.h"
 #include "train/trainer.h"
 
 namespace moe4d {
 namespace {
-
-double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
 
 const char* compression_name(GradCompression c) {
   return config_names::name_of(config_names::kGradCompressionNames, c).data();  // a string literal
@@ -40,7 +35,8 @@ void Trainer::setup_zero() {
   // and the optimizer state are allocated, so that start-up does not hold both.
   grad_sync_->zero_grads();
   if (stage >= 1) {
-    zero_values_ = std::make_unique<ZeroParamGatherer>(params_, pc_, *zero_layout_, stage, par.zero3_prefetch_buckets);
+    zero_values_ = std::make_unique<ZeroParamGatherer>(params_, pc_, *zero_layout_, stage, par.zero3_prefetch_buckets,
+                                                       backend_.get());
     zero_values_->shard_from_flat();
   }
   optimizer_ =
@@ -59,7 +55,7 @@ void Trainer::begin_zero_step(int64_t step) {
   grad_sync_->zero_grads();
 }
 
-double Trainer::clip_gradients() {
+double Trainer::reduce_grad_norm() {
   // Each rank adds the squares of the gradient elements it counts (grad_sync.h); the world sum
   // counts every element of the model exactly once in every layout and ZeRO stage.
   double sum = grad_sync_->grad_sum_squares(gradients_local_);
@@ -80,107 +76,27 @@ std::map<std::string, FullTensor> Trainer::gather_parameters() {
   return out;
 }
 
-Trainer::MemoryFigures Trainer::memory_figures() const {
-  MemoryFigures f;
-  f.params = double(zero_values_ ? zero_values_->held_bytes() : params_.total_numel() * sizeof(float));
-  f.params_peak = double(zero_values_ ? zero_values_->peak_bytes() : f.params);
-  f.grads = double(grad_sync_->held_bytes());
-  f.grads_peak = f.grads + double(grad_sync_->peak_transient_bytes());
-  f.optimizer = double(optimizer_->state_bytes());
-  f.activations = double(executor_->peak_activation_bytes());
+RankMemoryUse Trainer::rank_memory() const {
+  RankMemoryUse m;
+  m.params = double(zero_values_ ? zero_values_->held_bytes() : params_.total_numel() * sizeof(float));
+  m.params_peak = double(zero_values_ ? zero_values_->peak_bytes() : m.params);
+  m.grads = double(grad_sync_->held_bytes());
+  m.grads_peak = m.grads + double(grad_sync_->peak_transient_bytes());
+  m.optimizer = double(optimizer_->state_bytes());
+  m.activations = double(executor_->peak_activation_bytes());
+  m.replicas = rebalancer_->buffer_bytes();
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
-  f.rss_peak = double(usage.ru_maxrss) * 1024.0;
+  m.rss_peak = double(usage.ru_maxrss) * 1024.0;
   const ZeroStateBytes formula = zero_state_bytes(config_.parallel.zero_stage, *zero_layout_);
-  f.formula_params = double(formula.params);
-  f.formula_grads = double(formula.grads);
-  f.formula_optimizer = double(formula.optimizer);
-  f.replicas = replica_buffer_bytes();
-  return f;
+  m.formula_params = double(formula.params);
+  m.formula_grads = double(formula.grads);
+  m.formula_optimizer = double(formula.optimizer);
+  m.local_params = double(params_.total_numel());
+  return m;
 }
 
-nlohmann::json Trainer::memory_record() {
-  // Bytes this rank holds, gathered from every rank (collective over the world).
-  constexpr int kFields = 12;
-  const MemoryFigures f = memory_figures();
-  const double mine[kFields] = {f.params, f.params_peak, f.grads, f.grads_peak, f.optimizer, f.activations,
-                                f.rss_peak, f.formula_params, f.formula_grads, f.formula_optimizer,
-                                double(params_.total_numel()), f.replicas};
-  std::vector<double> all(kFields * size_t(pc_.world->size()));
-  pc_.world->all_gather(mine, all.data(), kFields, DType::kF64);
-  nlohmann::json per_rank = nlohmann::json::array();
-  for (int r = 0; r < pc_.world->size(); ++r) {
-    const double* m = all.data() + kFields * size_t(r);
-    per_rank.push_back({{"params_bytes", m[0]},
-                        {"params_peak_bytes", m[1]},
-                        {"grads_bytes", m[2]},
-                        {"grads_peak_bytes", m[3]},
-                        {"optimizer_bytes", m[4]},
-                        {"activations_peak_bytes", m[5]},
-                        {"replica_bytes", m[11]},
-                        {"model_state_and_activations_bytes", m[0] + m[2] + m[4] + m[5] + m[11]},
-                        {"peak_bytes", m[1] + m[3] + m[4] + m[5] + m[11]},
-                        {"rss_peak_bytes", m[6]},
-                        {"formula", {{"params_bytes", m[7]}, {"grads_bytes", m[8]}, {"optimizer_bytes", m[9]}}},
-                        {"local_params", m[10]}});
-  }
-  // The largest rank's peak per category: what a card must hold during a step.
-  double most[7] = {0, 0, 0, 0, 0, 0, 0};
-  for (int r = 0; r < pc_.world->size(); ++r) {
-    const double* m = all.data() + kFields * size_t(r);
-    const double peaks[7] = {m[1], m[3], m[4], m[5], m[1] + m[3] + m[4], m[1] + m[3] + m[4] + m[5] + m[11], m[11]};
-    for (int i = 0; i < 7; ++i) most[i] = std::max(most[i], peaks[i]);
-  }
-  nlohmann::json bucket_elements = nlohmann::json::object();
-  for (ParamGroup g : {ParamGroup::kDense, ParamGroup::kExpert})
-    bucket_elements[g == ParamGroup::kDense ? "dense" : "expert"] = zero_layout_->bucket_elements(g);
-  return {{"zero_stage", config_.parallel.zero_stage},
-          {"sequence_parallel", config_.parallel.sequence_parallel},
-          {"peak_params_bytes", most[0]},
-          {"peak_grads_bytes", most[1]},
-          {"peak_optimizer_bytes", most[2]},
-          {"peak_activations_bytes", most[3]},
-          {"peak_model_state_bytes", most[4]},
-          {"peak_bytes", most[5]},
-          {"peak_replica_bytes", most[6]},
-          {"grad_bucket_elements", bucket_elements},
-          {"grad_buckets", zero_layout_->buckets().size()},
-          {"zero3_prefetch_buckets", config_.parallel.zero3_prefetch_buckets},
-          {"per_rank", per_rank}};
-}
-
-void Trainer::log_memory_table() {
-  const nlohmann::json record = memory_record();  // collective
-  if (pc_.rank != 0 || options_.quiet) return;
-  const nlohmann::json& ranks = record["per_rank"];
-  log_info("model state per rank (zero_stage {}, MiB; formula of docs/zero.md in brackets):",
-           config_.parallel.zero_stage);
-  log_info("  rank   params            grads             optimizer         total");
-  // Every rank up to 16, else the rank with the largest total.
-  std::vector<size_t> rows;
-  if (ranks.size() <= 16) {
-    for (size_t r = 0; r < ranks.size(); ++r) rows.push_back(r);
-  } else {
-    size_t worst = 0;
-    auto total = [&](size_t r) {
-      return ranks[r]["params_bytes"].get<double>() + ranks[r]["grads_bytes"].get<double>() +
-             ranks[r]["optimizer_bytes"].get<double>();
-    };
-    for (size_t r = 1; r < ranks.size(); ++r)
-      if (total(r) > total(worst)) worst = r;
-    rows.push_back(worst);
-  }
-  for (size_t r : rows) {
-    const nlohmann::json& m = ranks[r];
-    const nlohmann::json& fm = m["formula"];
-    const double p = m["params_bytes"], g = m["grads_bytes"], o = m["optimizer_bytes"];
-    log_info("  {:>4}   {:>7.2f} [{:>7.2f}] {:>7.2f} [{:>7.2f}] {:>7.2f} [{:>7.2f}] {:>8.2f}", r, mib(p),
-             mib(fm["params_bytes"].get<double>()), mib(g), mib(fm["grads_bytes"].get<double>()), mib(o),
-             mib(fm["optimizer_bytes"].get<double>()), mib(p + g + o));
-  }
-}
-
-nlohmann::json Trainer::zero_record() {
+nlohmann::json Trainer::take_zero_record() {
   // This rank's data-parallel payload of the step (rank 0's, in the metrics file): gradients handed
   // to reductions, parameters sent in all-gathers, the optimizer's own traffic (1-bit Adam).
   const int64_t now[3] = {grad_sync_->payload_bytes(), zero_values_ ? zero_values_->payload_bytes() : 0,

@@ -3,8 +3,8 @@
 #include "train/zero_param_gatherer.h"
 
 #include <algorithm>
-#include <cstring>
 
+#include "backend/cpu_backend.h"
 #include "core/check.h"
 #include "model/layer_hooks.h"
 #include "train/zero_memory.h"
@@ -12,8 +12,13 @@
 namespace moe4d {
 
 ZeroParamGatherer::ZeroParamGatherer(ParamStore& params, ParallelContext& pc, const ZeroLayout& layout,
-                                     int zero_stage, int prefetch_buckets)
-    : params_(params), pc_(pc), layout_(layout), stage_(zero_stage), prefetch_(prefetch_buckets),
+                                     int zero_stage, int prefetch_buckets, Backend* backend)
+    : params_(params),
+      backend_(backend ? *backend : thread_cpu_backend()),
+      pc_(pc),
+      layout_(layout),
+      stage_(zero_stage),
+      prefetch_(prefetch_buckets),
       units_(layout.buckets().size()) {
   MOE4D_CHECK(zero_stage >= 1 && zero_stage <= 3);
   MOE4D_CHECK_GE(prefetch_buckets, 0);
@@ -259,7 +264,7 @@ void ZeroParamGatherer::assemble(ParamGroup g, const float* shard, float* full) 
   for (const ZeroBucket& b : layout_.buckets()) {
     if (b.group != g) continue;
     if (layout_.ranks(g) == 1) {
-      std::memcpy(full + b.begin, shard + b.shard_offset, b.numel() * sizeof(float));
+      backend_.copy(full + b.begin, shard + b.shard_offset, b.numel() * sizeof(float));
       continue;
     }
     works.push_back(gather_bucket(b, shard + b.shard_offset, full + b.begin));
@@ -272,8 +277,8 @@ void ZeroParamGatherer::cut(ParamGroup g, const float* full, float* shard) const
   for (const ZeroBucket& b : layout_.buckets()) {
     if (b.group != g) continue;
     const size_t lo = b.slice_begin(me), hi = b.slice_end(me);
-    std::memcpy(shard + b.shard_offset, full + lo, (hi - lo) * sizeof(float));
-    std::memset(shard + b.shard_offset + (hi - lo), 0, (b.slice - (hi - lo)) * sizeof(float));
+    backend_.copy(shard + b.shard_offset, full + lo, (hi - lo) * sizeof(float));
+    backend_.zero(shard + b.shard_offset + (hi - lo), (b.slice - (hi - lo)) * sizeof(float));
   }
 }
 

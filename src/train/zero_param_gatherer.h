@@ -45,11 +45,13 @@
 
 namespace moe4d {
 
+class Backend;
+
 class ZeroParamGatherer {
  public:
-  // `layout` must outlive this object.
+  // `layout` must outlive this object; copies run on `backend` (borrowed; null: this thread's CPU backend).
   ZeroParamGatherer(ParamStore& params, ParallelContext& pc, const ZeroLayout& layout, int zero_stage,
-                    int prefetch_buckets = 2);
+                    int prefetch_buckets = 2, Backend* backend = nullptr);
   ~ZeroParamGatherer();
   ZeroParamGatherer(const ZeroParamGatherer&) = delete;
   ZeroParamGatherer& operator=(const ZeroParamGatherer&) = delete;
@@ -127,6 +129,7 @@ class ZeroParamGatherer {
   void note_peak();
 
   ParamStore& params_;
+  Backend& backend_;
   ParallelContext& pc_;
   const ZeroLayout& layout_;
   int stage_;

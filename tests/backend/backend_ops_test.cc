@@ -222,6 +222,46 @@ TEST(BackendOps, Attention) {
   }
 }
 
+// Decoding: `tokens` new tokens after `start` cached ones (a prompt, then one token at a time).
+struct DecodeCase {
+  int start, tokens, heads, kv_heads, head_dim;
+};
+const DecodeCase kDecodeCases[] = {{0, 5, 4, 2, 8}, {7, 1, 4, 2, 8}, {129, 1, 2, 1, 16}, {3, 2, 3, 3, 4}};
+
+TEST(BackendOps, RopeAt) {
+  for (const DecodeCase c : kDecodeCases) {
+    const RopeTable table(c.start + c.tokens + 1, c.head_dim, 10000.0f);
+    const Vec x = rnd(size_t(c.tokens) * (c.heads + 2 * c.kv_heads) * c.head_dim, 22);
+    compare(
+        fmt::format("rope at {} tokens {} h{} kv{} hd{}", c.start, c.tokens, c.heads, c.kv_heads, c.head_dim),
+        [&](Backend& be) {
+          Vec f = x;
+          be.rope_forward_at(f.data(), table, c.start, c.tokens, c.heads, c.kv_heads);
+          return Outputs{f};
+        },
+        kF32);
+  }
+}
+
+TEST(BackendOps, AttentionDecode) {
+  for (const DecodeCase c : kDecodeCases) {
+    const int positions = c.start + c.tokens;
+    const Vec qkv = rnd(size_t(c.tokens) * (c.heads + 2 * c.kv_heads) * c.head_dim, 23, -2.0f, 2.0f);
+    const Vec keys = rnd(size_t(positions) * c.kv_heads * c.head_dim, 24, -2.0f, 2.0f);
+    const Vec values = rnd(keys.size(), 25);
+    compare(
+        fmt::format("attention decode at {} tokens {} h{} kv{} hd{}", c.start, c.tokens, c.heads, c.kv_heads,
+                    c.head_dim),
+        [&](Backend& be) {
+          Vec out(size_t(c.tokens) * c.heads * c.head_dim, NAN), scores(size_t(positions), NAN);
+          be.attention_decode(out.data(), scores.data(), qkv.data(), keys.data(), values.data(), c.tokens, c.start,
+                              c.heads, c.kv_heads, c.head_dim);
+          return Outputs{out};
+        },
+        kF32, 1.0 + c.head_dim / 4.0);
+  }
+}
+
 TEST(BackendOps, SwiGlu) {
   for (int64_t n : {1, 17, 1024}) {
     const Vec a = rnd(size_t(n), 19, -4.0f, 4.0f), b = rnd(size_t(n), 20), dg = rnd(size_t(n), 21);

@@ -90,6 +90,7 @@ train:
   eps: 1.0e-6
   seed: 18446744073709551615
   precision: bf16
+  backend: reference
   loss_scale: {initial: 1024, factor: 4, window: 200, hysteresis: 3}
   grad_compression: fp16
   optimizer: onebit_adam
@@ -148,6 +149,7 @@ TEST(ConfigLoader, FullConfigParsesEveryField) {
   EXPECT_EQ(c.parallel.device_list, (std::vector<int>{3, 2, 1, 0}));
   EXPECT_EQ(c.train.seed, 18446744073709551615ull);
   EXPECT_EQ(c.train.precision, Precision::kBF16);
+  EXPECT_EQ(c.train.backend, ComputeBackend::kReference);
   EXPECT_EQ(c.train.loss_scale.window, 200);
   EXPECT_EQ(c.train.optimizer, OptimizerKind::kOneBitAdam);
   EXPECT_EQ(c.train.metrics_file, "runs/with: colon.jsonl");
@@ -279,6 +281,7 @@ TEST(ConfigLoader, DefaultsComeFromConfigStructs) {
   EXPECT_EQ(c.train.seed, defaults.train.seed);
   EXPECT_EQ(c.train.loss_scale.initial, 65536.0);
   EXPECT_EQ(c.train.precision, Precision::kFP32);
+  EXPECT_EQ(c.train.backend, ComputeBackend::kCpu);
   EXPECT_EQ(c.checkpoint.keep, 2);
   EXPECT_EQ(c.checkpoint.timeout, 600.0);
   EXPECT_EQ(c.checkpoint.dir, "");
@@ -488,6 +491,8 @@ TEST(ConfigErrors, BadEnumValues) {
             "demo.yaml:11: train.precision: expected one of fp32, bf16, fp16, got 'fp8'");
   EXPECT_EQ(error_of(minimal_with("  steps: 10\n", "  steps: 10\n  optimizer: sgd\n")),
             "demo.yaml:11: train.optimizer: expected one of adamw, onebit_adam, got 'sgd'");
+  EXPECT_EQ(error_of(minimal_with("  steps: 10\n", "  steps: 10\n  backend: cuda\n")),
+            "demo.yaml:11: train.backend: expected one of cpu, reference, got 'cuda'");
   EXPECT_EQ(error_of(std::string(kMinimal) + "parallel_config: {pipeline_schedule: zb}\n"),
             "demo.yaml:13: parallel_config.pipeline_schedule: expected one of gpipe, 1f1b, interleaved, got 'zb'");
   EXPECT_EQ(error_of(std::string(kMinimal) + "parallel_config: {recompute: {granularity: partial}}\n"),

@@ -10,6 +10,7 @@
 
 #include "../train/train_fixture.h"
 #include "precision_test_util.h"
+#include "kernels/precision_gemm.h"
 #include "train/trainer.h"
 
 namespace moe4d {

@@ -1,26 +1,24 @@
-// train/trainer_replication.cc — expert replication at the step level: the rebalance every
-// moe.rebalance_interval steps and the replication metrics (docs/expert_replication.md).
-//
-// Every rank sums the same all-reduced per-expert load (integers carried in doubles, exact) and runs
-// the same integer placement algorithm on it, so all ranks of an EP group switch to the same
-// placement after the same step without exchanging it. Placements are not checkpointed: a resumed
-// run (with any R) starts from the initial placement and rebalances on the same step schedule.
+// train/expert_rebalancer.cc — ExpertRebalancer (see the header).
+#include "train/expert_rebalancer.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
-#include "train/trainer.h"
-
 namespace moe4d {
 
-bool Trainer::replicated() const { return config_.model.is_moe() && config_.model.moe.redundant_experts > 0 && pc_.ep_size() > 1; }
+ExpertRebalancer::ExpertRebalancer(const Config& config, ParallelContext& pc, Transformer& model,
+                                   std::vector<int> moe_layers)
+    : config_(config),
+      pc_(pc),
+      model_(model),
+      moe_layers_(std::move(moe_layers)),
+      active_(config.model.is_moe() && config.model.moe.redundant_experts > 0 && pc.ep_size() > 1) {}
 
-size_t Trainer::replication_stride() const { return replicated() ? 2 * size_t(pc_.ep_size()) + 3 : 0; }
-
-void Trainer::pack_replication_stats(double* out) const {
-  if (!replicated()) return;
-  const size_t stride = replication_stride(), ep = size_t(pc_.ep_size());
-  for (const MoeLayerStats& s : moe_stats_) {
+void ExpertRebalancer::pack(const std::vector<MoeLayerStats>& stats, double* out) const {
+  if (!active_) return;
+  const size_t stride = this->stride(), ep = size_t(pc_.ep_size());
+  for (const MoeLayerStats& s : stats) {
     const size_t slot = std::find(moe_layers_.begin(), moe_layers_.end(), s.layer) - moe_layers_.begin();
     double* at = out + slot * stride;
     for (size_t r = 0; r < s.rank_rows.size() && r < ep; ++r) at[r] = s.rank_rows[r];
@@ -31,7 +29,8 @@ void Trainer::pack_replication_stats(double* out) const {
   }
 }
 
-void Trainer::rebalance_experts(const std::vector<double>& load, int64_t step) {
+void ExpertRebalancer::rebalance(const std::vector<double>& load, int64_t step) {
+  if (!active_) return;
   const int E = config_.model.moe.num_experts, ep = pc_.ep_size(), R = config_.model.moe.redundant_experts;
   if (placements_.empty()) {  // the placement every MoeBlock starts with
     placements_.assign(moe_layers_.size(), expert_placement_initial(E, ep, R));
@@ -45,49 +44,49 @@ void Trainer::rebalance_experts(const std::vector<double>& load, int64_t step) {
     ExpertPlacement next = expert_placement_plan(interval_load_[i], E, ep, R, &placements_[i]);
     moved_slots_[i] = expert_placement_changed_slots(placements_[i], next);
     placements_[i] = std::move(next);
-    std::fill(interval_load_[i].begin(), interval_load_[i].end(), 0);
+    std::fill(interval_load_[i].begin(), interval_load_[i].end(), 0);  // host bookkeeping
   }
-  for (MoeBlock* block : model_->moe_blocks()) {
+  for (MoeBlock* block : model_.moe_blocks()) {
     const size_t i = std::find(moe_layers_.begin(), moe_layers_.end(), block->layer()) - moe_layers_.begin();
     if (!(*block->placement() == placements_[i])) block->set_placement(placements_[i]);
   }
 }
 
-void Trainer::begin_replica_step() {
-  if (!replicated()) return;
+void ExpertRebalancer::begin_step(const ParamStore& params, Backend& backend) {
+  if (!active_) return;
   // ZeRO-3 holds the homes' values only around their layer: the layer's forward fetches then.
   const bool resident = config_.parallel.zero_stage < 3;
-  for (MoeBlock* block : model_->moe_blocks()) {
+  for (MoeBlock* block : model_.moe_blocks()) {
     ExpertReplicas* replicas = block->replicas();
     if (!replicas) continue;
     replicas->take_moved_floats();  // an evaluation's fetch is not part of the next step's record
     replicas->invalidate();
-    if (resident) replicas->prefetch(params_);
+    if (resident) replicas->prefetch(params, backend);
   }
 }
 
-double Trainer::replica_buffer_bytes() const {
+double ExpertRebalancer::buffer_bytes() const {
   double bytes = 0;
-  for (MoeBlock* block : model_->moe_blocks())
+  for (MoeBlock* block : model_.moe_blocks())
     if (ExpertReplicas* replicas = block->replicas()) bytes += double(replicas->buffer_bytes());
   return bytes;
 }
 
-void Trainer::collect_replica_bytes() {
-  if (!replicated()) return;
-  for (MoeBlock* block : model_->moe_blocks()) {
+void ExpertRebalancer::collect_replica_bytes(std::vector<MoeLayerStats>& stats) {
+  if (!active_) return;
+  for (MoeBlock* block : model_.moe_blocks()) {
     ExpertReplicas* replicas = block->replicas();
     if (!replicas) continue;
     const double bytes = double(sizeof(float)) * double(replicas->take_moved_floats());
     // This rank's bytes, for all TP ranks (only TP rank 0 contributes to the reduction).
-    for (MoeLayerStats& s : moe_stats_)
+    for (MoeLayerStats& s : stats)
       if (s.layer == block->layer()) s.replica_bytes = bytes * pc_.tp_size();
   }
 }
 
-nlohmann::json Trainer::replication_record(const double* reduced) const {
+nlohmann::json ExpertRebalancer::record(const double* reduced) const {
   const int ep = pc_.ep_size(), E = config_.model.moe.num_experts;
-  const size_t stride = replication_stride();
+  const size_t stride = this->stride();
   const auto max_mean = [](const std::vector<double>& v) {
     const double mean = std::accumulate(v.begin(), v.end(), 0.0) / double(v.size());
     return mean > 0 ? *std::max_element(v.begin(), v.end()) / mean : 0.0;
