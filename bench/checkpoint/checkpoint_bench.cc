@@ -26,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/bench_args.h"
 #include "../../tests/common/temp_dir.h"
 #include "../common/bench_configs.h"
 #include "../common/process_memory.h"
@@ -51,10 +52,7 @@ Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    auto value = [&](const char* key) -> const char* {
-      const size_t n = std::strlen(key);
-      return arg.compare(0, n, key) == 0 ? arg.c_str() + n : nullptr;
-    };
+    auto value = [&](const char* key) { return moe4d::bench::flag_value(arg, key); };
     if (const char* v = value("--config=")) a.config = v;
     else if (const char* v = value("--seq=")) a.seq = std::max(8, std::atoi(v));
     else if (const char* v = value("--steps=")) a.steps = std::max(2, std::atoi(v));

@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/bench_args.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi/mpi_runtime.h"
 #include "comm/mpi/mpi_tuning.h"
@@ -48,10 +49,7 @@ Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    auto value = [&](const char* key) -> const char* {
-      size_t n = std::strlen(key);
-      return arg.compare(0, n, key) == 0 ? arg.c_str() + n : nullptr;
-    };
+    auto value = [&](const char* key) { return moe4d::bench::flag_value(arg, key); };
     if (const char* v = value("--max-mib=")) {
       a.max_bytes = static_cast<size_t>(std::atof(v) * (1 << 20));
     } else if (const char* v = value("--iters=")) {

@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/bench_args.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi/mpi_runtime.h"
 #include "core/rng.h"
@@ -43,10 +44,7 @@ Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    const auto value = [&](const char* key) -> const char* {
-      const size_t n = std::char_traits<char>::length(key);
-      return arg.compare(0, n, key) == 0 ? arg.c_str() + n : nullptr;
-    };
+    auto value = [&](const char* key) { return moe4d::bench::flag_value(arg, key); };
     if (const char* v = value("--iters=")) a.iters = std::max(1, std::atoi(v));
     else if (const char* v = value("--tokens=")) a.tokens = std::max(16, std::atoi(v));
     else if (const char* v = value("--skew=")) a.skew = std::max(1.0, std::atof(v));

@@ -32,6 +32,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/bench_args.h"
 #include "../../tests/common/temp_dir.h"
 #include "../common/bench_configs.h"
 #include "comm/mpi/mpi_communicator.h"
@@ -80,10 +81,7 @@ Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    auto value = [&](const char* key) -> const char* {
-      const size_t n = std::strlen(key);
-      return arg.compare(0, n, key) == 0 ? arg.c_str() + n : nullptr;
-    };
+    auto value = [&](const char* key) { return moe4d::bench::flag_value(arg, key); };
     if (const char* v = value("--config=")) {
       a.config = v;
     } else if (const char* v = value("--micro-batches=")) {
