@@ -88,6 +88,19 @@ double head_activation_bytes(const ModelConfig& m, const TrainingSetup& setup, c
   return (2 * tokens * d * a + tokens * 4) / shard + tokens * (m.vocab_size / static_cast<double>(layout.tp)) * 4;
 }
 
+bool own_runtime(const DeviceSpec& device) { return !device.fused_attention && !device.square_attention; }
+
+double runtime_stage_bytes(const ModelConfig& m, const TrainingSetup& setup, const Layout& layout, double in_flight,
+                           double head_in_flight) {
+  // fp32, as the runtime stores the residual stream and the stage-to-stage messages in every precision.
+  const double width = static_cast<double>(layout.micro_batch_size) * setup.seq_length * m.hidden_size * 4 /
+                       (layout.sequence_parallel ? layout.tp : 1);
+  // Chunks in flight: in_flight counts micro-batches of the whole stage, v chunks each under
+  // interleaving; the head chunk's output is the head's input, counted in head_activation_bytes.
+  const double chunks = in_flight * (layout.schedule == PipelineSchedule::kInterleaved ? layout.virtual_stages : 1);
+  return (chunks - head_in_flight) * width + width;
+}
+
 MemoryBreakdown stage_memory(const ModelConfig& m, const TrainingSetup& setup, const Layout& layout,
                              const ClusterSpec& cluster, int stage, const StageParams& params) {
   MemoryBreakdown mem;
@@ -148,11 +161,11 @@ MemoryBreakdown stage_memory(const ModelConfig& m, const TrainingSetup& setup, c
   const double in_flight =
       in_flight_micro_batches(layout.schedule, layout.pp, layout.micro_batch_num, layout.virtual_stages, stage);
   mem.activations = in_flight * per_micro_batch;
-  if (params.has_head) {
-    // The head runs on the last chunk of the last stage: only GPipe keeps more than one micro-batch of it.
-    const double head_in_flight = layout.schedule == PipelineSchedule::kGPipe ? layout.micro_batch_num : 1;
-    mem.activations += head_in_flight * head_activation_bytes(m, setup, layout);
-  }
+  // The head runs on the last chunk of the last stage: only GPipe keeps more than one micro-batch of it.
+  const double head_in_flight =
+      params.has_head ? (layout.schedule == PipelineSchedule::kGPipe ? layout.micro_batch_num : 1) : 0;
+  mem.activations += head_in_flight * head_activation_bytes(m, setup, layout);
+  if (own_runtime(cluster.device)) mem.activations += runtime_stage_bytes(m, setup, layout, in_flight, head_in_flight);
 
   const LayerActivations* biggest = nullptr;
   if (dense_layers > 0) biggest = &dense;

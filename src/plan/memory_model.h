@@ -19,7 +19,8 @@
 //    T k rows arrive per device under balanced routing (fewer when the capacity drops slots).
 //    Selective recompute drops probs and gated products; full recompute keeps only the layer input.
 //    Head (last stage): final norm input and output [T,d], logits [T,V/t] in fp32.
-//    Times the micro-batches in flight of the schedule (plan/schedule_model.h).
+//    Times the micro-batches in flight of the schedule (plan/schedule_model.h). On moe4d's own
+//    runtime, plus each in-flight chunk's output and the residual gradient (runtime_stage_bytes).
 //    Sequence parallelism (Korthikanti et al. 2022) divides the tensors outside the TP regions by t:
 //    the layer input, both norms' rstd and outputs, the residual, the final norm's input and
 //    output, the full-recompute checkpoint and the PP messages, and the MoE router's logits and
@@ -95,6 +96,20 @@ LayerActivations layer_activations(const ModelConfig& model, const TrainingSetup
 
 // Head activations of one micro-batch on the last stage.
 double head_activation_bytes(const ModelConfig& model, const TrainingSetup& setup, const Layout& layout);
+
+// Whether the device runs moe4d's own runtime rather than a Megatron-LM / MindFormers stack: neither
+// fused nor square attention (DeviceSpec; the GPU/NPU presets and the published runs set one of them).
+bool own_runtime(const DeviceSpec& device);
+
+// What moe4d's runtime keeps in a micro-batch's saved-activation arena beyond the layers' and the
+// head's activations, in every recompute mode (train/step_executor.cc, model/transformer.cc): each
+// chunk's output [T, d] until that chunk's backward, for every chunk in flight (in_flight: the
+// stage's micro-batches in flight, plan/schedule_model.h) but the head's, whose input it is; and the
+// residual-stream gradient [T, d] of the micro-batch in backward. Megatron-LM frees a sent output's
+// storage (deallocate_pipeline_outputs) and its running gradient is workspace, so the stacks' devices
+// are not charged with these (own_runtime).
+double runtime_stage_bytes(const ModelConfig& model, const TrainingSetup& setup, const Layout& layout,
+                           double in_flight, double head_in_flight);
 
 // Memory of one device of `stage`; `params` = stage_params(model, layout, stage).
 MemoryBreakdown stage_memory(const ModelConfig& model, const TrainingSetup& setup, const Layout& layout,

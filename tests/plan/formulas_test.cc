@@ -261,13 +261,14 @@ TEST(Memory, StageMemoryByHandForEachZeroStage) {
   EXPECT_DOUBLE_EQ(z0.weights16, 0);
   EXPECT_DOUBLE_EQ(z0.gradients, 4 * 696);
   EXPECT_DOUBLE_EQ(z0.optimizer, 8 * 696);
-  // Last stage of 1F1B holds one micro-batch: the MoE layer (4672) and the head (1056).
-  EXPECT_DOUBLE_EQ(z0.activations, 4672 + 1056);
+  // Last stage of 1F1B holds one micro-batch: the MoE layer (4672) and the head (1056); moe4d's
+  // runtime (flat_cluster: no fused attention) adds the residual gradient in backward, T*d*4 = 256.
+  EXPECT_DOUBLE_EQ(z0.activations, 4672 + 1056 + 256);
   EXPECT_DOUBLE_EQ(z0.workspace, 4672);
   // PP send + receive 2*T*d*4 = 512; EP staging 2*R*d*4 = 1024.
   EXPECT_DOUBLE_EQ(z0.comm_buffers, 512 + 1024);
   EXPECT_DOUBLE_EQ(z0.reserve, 0);
-  EXPECT_DOUBLE_EQ(z0.total(), 23072);
+  EXPECT_DOUBLE_EQ(z0.total(), 23328);
 
   // ZeRO shards over dp*ep = 2 (dense) and dp = 1 (experts): 312/2 + 384 = 540 per group.
   l.zero_stage = 1;
@@ -302,12 +303,22 @@ TEST(Memory, StageMemoryByHandForEachZeroStage) {
   EXPECT_DOUBLE_EQ(TrainingSetup{}.bucket_elements(1e12, 8), 40e6);
 
   // Stage 0 of 1F1B holds pp = 2 micro-batches of its dense layer (2496 bytes each); GPipe all 4.
+  // The runtime adds each in-flight micro-batch's chunk output and the residual gradient (256 each);
+  // a device that runs a Megatron-style stack (fused attention) is not charged with them.
   l.zero_stage = 0;
   const StageParams p0 = stage_params(m, l, 0);
-  EXPECT_DOUBLE_EQ(stage_memory(m, s, l, c, 0, p0).activations, 2 * 2496);
+  EXPECT_DOUBLE_EQ(stage_memory(m, s, l, c, 0, p0).activations, 2 * 2496 + 3 * 256);
+  ClusterSpec stack = c;
+  stack.device.fused_attention = true;  // no probabilities: 2496 - 128 + b*1*S*4 = 2400
+  EXPECT_DOUBLE_EQ(stage_memory(m, s, l, stack, 0, p0).activations, 2 * 2400);
   l.schedule = PipelineSchedule::kGPipe;
-  EXPECT_DOUBLE_EQ(stage_memory(m, s, l, c, 0, p0).activations, 4 * 2496);
-  EXPECT_DOUBLE_EQ(stage_memory(m, s, l, c, 1, p1).activations, 4 * (4672 + 1056));
+  EXPECT_DOUBLE_EQ(stage_memory(m, s, l, c, 0, p0).activations, 4 * 2496 + 5 * 256);
+  EXPECT_DOUBLE_EQ(stage_memory(m, s, l, c, 1, p1).activations, 4 * (4672 + 1056) + 256);
+  // Full recompute: per micro-batch the layer input and the chunk output, plus the residual gradient.
+  l.recompute = RecomputeGranularity::kFull;
+  EXPECT_DOUBLE_EQ(stage_memory(m, s, l, c, 0, p0).activations, 4 * (256 + 256) + 256);
+  EXPECT_DOUBLE_EQ(stage_memory(m, s, l, stack, 0, p0).activations, 4 * 256);
+  l.recompute = RecomputeGranularity::kNone;
 
   // Mixed precision adds the 16-bit copy; the reserve is a fraction of the device.
   TrainingSetup bf16 = s;
