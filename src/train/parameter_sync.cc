@@ -85,6 +85,7 @@ void ParameterSync::add_memory(RankMemoryUse& m) const {
   m.formula_params = double(formula.params);
   m.formula_grads = double(formula.grads);
   m.formula_optimizer = double(formula.optimizer);
+  m.local_params = double(params_.total_numel());
 }
 
 nlohmann::json ParameterSync::take_record() {

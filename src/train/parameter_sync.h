@@ -52,7 +52,8 @@ class ParameterSync {
   void optimizer_step(int64_t step, double lr, float grad_scale);
   // Full parameter tensors gathered on rank 0 (empty elsewhere). Collective.
   std::map<std::string, FullTensor> gather_parameters();
-  // This rank's parameter, gradient and optimizer bytes, held and peak, and their formula (local).
+  // This rank's parameter, gradient and optimizer bytes, held and peak, their formula, and its
+  // parameter count (local).
   void add_memory(RankMemoryUse& m) const;
   // The step's ZeRO record ("zero", docs/metrics.md): the payload since the previous call (local;
   // advances the counters).

@@ -109,8 +109,6 @@ void Trainer::gather_rank_hosts() {
   for (int r = 0; r < pc_.world->size(); ++r) rank_hosts_.emplace_back(all.data() + kSlot * r);
 }
 
-std::map<std::string, FullTensor> Trainer::gather_parameters() { return sync_->gather_parameters(); }
-
 RankMemoryUse Trainer::rank_memory() const {
   RankMemoryUse m;
   sync_->add_memory(m);
@@ -119,7 +117,6 @@ RankMemoryUse Trainer::rank_memory() const {
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
   m.rss_peak = double(usage.ru_maxrss) * 1024.0;
-  m.local_params = double(params_.total_numel());
   return m;
 }
 

@@ -110,7 +110,7 @@ class Trainer {
   Backend& backend() { return *backend_; }  // train.backend: where every kernel of this run executes
   Transformer& model() { return *model_; }
   // Full parameter tensors gathered on rank 0 (empty elsewhere): for tests and checkpoints.
-  std::map<std::string, FullTensor> gather_parameters();
+  std::map<std::string, FullTensor> gather_parameters() { return sync_->gather_parameters(); }
   // The training state as full tensors, named as in a checkpoint: `values` under the parameters'
   // global names (model.safetensors), AdamW's moments under exp_avg.<name> and exp_avg_sq.<name>
   // (optimizer.safetensors). On world rank 0 (empty maps elsewhere). Collective; between steps.
