@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -51,7 +52,7 @@ Trainer::Trainer(const Config& config, ParallelContext& pc, TrainerOptions optio
   model_ = std::make_unique<Transformer>(config.model, pc, my_chunks(), params_);
   params_.finalize();
   params_.init_values(config.train.seed);
-  setup_zero();  // buckets, gradient sync, value shards, optimizer (trainer_zero.cc)
+  sync_ = std::make_unique<ParameterSync>(config, pc, params_, *backend_, my_chunks(), *model_);  // ZeRO state
 
   if (!options_.evaluation_only)
     train_data_ = open_training_blend(config);  // checks each source's vocab_size (train/training_data.h)
@@ -108,6 +109,17 @@ void Trainer::gather_rank_hosts() {
   for (int r = 0; r < pc_.world->size(); ++r) rank_hosts_.emplace_back(all.data() + kSlot * r);
 }
 
+RankMemoryUse Trainer::rank_memory() const {
+  RankMemoryUse m;
+  sync_->add_memory(m);
+  m.activations = double(executor_->peak_activation_bytes());
+  m.replicas = rebalancer_->buffer_bytes();
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  m.rss_peak = double(usage.ru_maxrss) * 1024.0;
+  return m;
+}
+
 // This rank's pipeline stage: one block of layers, or virtual_pipeline chunks when interleaved.
 std::vector<ChunkSpec> Trainer::my_chunks() const {
   return partition_stages(config_.model, config_.parallel).chunks_of(pc_.coord.pp);
@@ -130,7 +142,7 @@ StepResult Trainer::train_step() {
     tracer_->span(name, "step", phase_start, now);
     phase_start = now;
   };
-  begin_zero_step(step);  // zeroes the gradients (trainer_zero.cc)
+  sync_->begin_step(step - guard_.skipped_steps());  // zeroes the gradients (train/parameter_sync.h)
   rebalancer_->begin_step(params_, *backend_);
   for (MoeLayerStats& s : moe_stats_) s.reset();
 
@@ -143,10 +155,10 @@ StepResult Trainer::train_step() {
   const float loss_scale = static_cast<float>(loss_scaler_.scale());
   const float micro_batch_weight = loss_scale / float(replicas * m);
   executor_->set_numerics(step_numerics(step));
-  const double ce_sum = executor_->train(fill, micro_batch_weight, &moe_stats_, *grad_sync_);
+  const double ce_sum = executor_->train(fill, micro_batch_weight, &moe_stats_, sync_->grad_sync());
   phase("forward/backward");
   if (traced) tracer_->add_actions(executor_->last_trace());
-  grad_sync_->finish();
+  sync_->grad_sync().finish();
   phase("gradient sync");
   rebalancer_->collect_replica_bytes(moe_stats_);
   MOE4D_CHECK_MSG(!precision_gemm() || precision_gemm()->calls() > 0, "train.precision is 16-bit but no block GEMM used it");
@@ -178,7 +190,7 @@ StepResult Trainer::train_step() {
   r.aux_loss = totals.aux_loss / micro_batches;
   r.z_loss = totals.z_loss / micro_batches;
   r.total_loss = r.loss + config_.model.moe.aux_loss_coeff * r.aux_loss + config_.model.moe.z_loss_coeff * r.z_loss;
-  r.grad_norm = reduce_grad_norm() / loss_scale;  // of the unscaled gradients
+  r.grad_norm = sync_->reduce_grad_norm() / loss_scale;  // of the unscaled gradients
   phase("gradient norm");
   // A non-finite gradient element anywhere makes the reduced norm non-finite: the norm's one world
   // reduction is every rank's overflow check. A skipped step leaves parameters, AdamW state and
@@ -196,7 +208,7 @@ StepResult Trainer::train_step() {
                        config_.train.min_lr);
   // The loss scale is divided out in the optimizer's gradient multiplier (exact: a power of two);
   // AdamW's bias correction counts the updates actually made.
-  if (!r.skipped) optimizer_step(step - guard_.skipped_steps(), r.lr, grad_scale / loss_scale);
+  if (!r.skipped) sync_->optimizer_step(step - guard_.skipped_steps(), r.lr, grad_scale / loss_scale);
   phase("optimizer");
   if (!r.skipped && config_.model.moe.router_bias_update_rate > 0) update_router_bias(totals.load);
   rebalancer_->rebalance(totals.load, step);
@@ -250,8 +262,8 @@ StepResult Trainer::train_step() {
   }
   // Pipeline schedule, bubble and activation memory (collective over the pipeline group).
   executor_->gather_step_metrics(r.record, step, config_.train.steps);
-  r.record["memory"] = memory_record(gather_rank_memory(*pc_.world, rank_memory()), config_.parallel, *zero_layout_);
-  r.record["zero"] = take_zero_record();
+  r.record["memory"] = memory_record(gather_rank_memory(*pc_.world, rank_memory()), config_.parallel, sync_->layout());
+  r.record["zero"] = sync_->take_record();
   return r;
 }
 
@@ -297,7 +309,7 @@ void Trainer::run() {
   const int64_t first = step_;
   while (step_ < stop) {
     const bool traced = tracer_ && tracer_->traces(step_ + 1);
-    if (traced) tracer_->begin_step(step_ + 1, *model_, zero_hooks_.get());
+    if (traced) tracer_->begin_step(step_ + 1, *model_, sync_->hooks());
     StepResult r = train_step();
     const int interval = config_.checkpoint.interval;
     const bool save_scheduled = (interval > 0 && step_ % interval == 0) || step_ == total || step_ == stop;
@@ -347,7 +359,7 @@ void Trainer::run() {
       }
       if (traced) tracer_->span("checkpoint", "checkpoint", save_start, Clock::now());
     }
-    if (traced) tracer_->end_step(*model_, zero_hooks_.get());
+    if (traced) tracer_->end_step(*model_, sync_->hooks());
     if (stop_flags[1]) {
       try {
         finish_checkpoint();
@@ -385,10 +397,10 @@ void Trainer::stop_nonfinite(int64_t step, const MicroBatchFill& fill, float mic
   TensorInspector* injection = injection_ && options_.fault_injector->watches(step) ? injection_.get() : nullptr;
   NonfiniteTracer tracer(params_, config_.model.num_layers, injection, backend_.get());
   tracer.check_values();
-  begin_zero_step(step);  // zeroes the gradients, as at the start of the step
+  sync_->begin_step(step - guard_.skipped_steps());  // zeroes the gradients, as at the start of the step
   executor_->set_numerics(block_numerics(&tracer));
-  executor_->train(fill, micro_batch_weight, nullptr, *grad_sync_);
-  grad_sync_->finish();
+  executor_->train(fill, micro_batch_weight, nullptr, sync_->grad_sync());
+  sync_->grad_sync().finish();
   executor_->set_numerics(block_numerics());
   tracer.check_gradients();
   const NonfiniteDiagnosis diagnosis = agree_on_first_nonfinite(tracer.first(), *pc_.world);

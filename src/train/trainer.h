@@ -1,5 +1,5 @@
-// train/trainer.h — the training loop: micro-batches, gradient sync, clipping, AdamW, evaluation,
-// metrics, checkpoints and resume.
+// train/trainer.h — the training loop: micro-batches, gradient sync (train/parameter_sync.h), clipping,
+// AdamW, evaluation, metrics, checkpoints and resume.
 //
 // One Trainer per rank, all ranks in lock-step. A step: every data replica (DP x EP) runs its
 // micro_batch_num micro-batches forward and backward (gradients accumulate), the last backward
@@ -32,20 +32,16 @@
 #include "train/async_checkpoint.h"
 #include "train/expert_rebalancer.h"
 #include "train/fault_injector.h"
-#include "train/grad_sync.h"
 #include "train/loss_scaler.h"
 #include "train/memory_report.h"
 #include "train/metrics.h"
 #include "train/nonfinite_guard.h"
-#include "train/optimizer.h"
+#include "train/parameter_sync.h"
 #include "train/step_executor.h"
 #include "train/step_metrics.h"
 #include "train/step_tracer.h"
 #include "trace/run_sink.h"
 #include "train/tensor_gather.h"
-#include "train/zero_layer_hooks.h"
-#include "train/zero_layout.h"
-#include "train/zero_param_gatherer.h"
 
 namespace moe4d {
 
@@ -105,7 +101,7 @@ class Trainer {
   // The JSONL metrics file (rank 0; empty elsewhere).
   const std::string& metrics_path() const { return metrics_.path(); }
   ParamStore& params() { return params_; }
-  const ZeroLayout& zero_layout() const { return *zero_layout_; }  // ZeRO buckets and slices (every stage)
+  const ZeroLayout& zero_layout() const { return sync_->layout(); }  // ZeRO buckets and slices (every stage)
   const LossScaler& loss_scaler() const { return loss_scaler_; }
   int64_t skipped_steps() const { return guard_.skipped_steps(); }
   // The 16-bit GEMM of train.precision bf16 / fp16 (which implementation it uses); null for fp32.
@@ -114,7 +110,7 @@ class Trainer {
   Backend& backend() { return *backend_; }  // train.backend: where every kernel of this run executes
   Transformer& model() { return *model_; }
   // Full parameter tensors gathered on rank 0 (empty elsewhere): for tests and checkpoints.
-  std::map<std::string, FullTensor> gather_parameters();
+  std::map<std::string, FullTensor> gather_parameters() { return sync_->gather_parameters(); }
   // The training state as full tensors, named as in a checkpoint: `values` under the parameters'
   // global names (model.safetensors), AdamW's moments under exp_avg.<name> and exp_avg_sq.<name>
   // (optimizer.safetensors). On world rank 0 (empty maps elsewhere). Collective; between steps.
@@ -134,15 +130,7 @@ class Trainer {
   void load_checkpoint(const std::string& path);
   // train.init_from: the weights and router biases of a checkpoint; step and optimizer stay fresh.
   void load_weights(const std::string& path);
-  // ZeRO (trainer_zero.cc): the sharded training state, the exact global gradient norm, the
-  // optimizer step with its parameter all-gather, memory accounting (docs/zero.md).
-  void setup_zero();
-  void begin_zero_step(int64_t step);
-  double reduce_grad_norm();  // the global norm of the (scaled) gradients; collective over the world
-  void optimizer_step(int64_t step, double lr, float grad_scale);
   RankMemoryUse rank_memory() const;  // this rank's bytes (local; gather_rank_memory collects them)
-  // The step's ZeRO payload since the previous call (local; advances the counters).
-  nlohmann::json take_zero_record();
   void update_router_bias(const std::vector<double>& load);
   std::vector<ChunkSpec> my_chunks() const;
   // Mixed precision and non-finite handling (trainer.cc).
@@ -159,11 +147,9 @@ class Trainer {
   TrainerOptions options_;
   ParamStore params_;
   std::unique_ptr<Transformer> model_;
-  std::unique_ptr<ZeroLayout> zero_layout_;         // buckets and slices of every ZeRO stage
-  std::unique_ptr<ZeroParamGatherer> zero_values_;  // zero_stage >= 1
-  std::unique_ptr<AdamW> optimizer_;
-  std::unique_ptr<GradSync> grad_sync_;
-  std::unique_ptr<ZeroLayerHooks> zero_hooks_;      // zero_stage >= 2 (the model's layer hooks)
+  // Gradient sync and ZeRO: buckets, shards, the optimizer, the model's layer hooks
+  // (train/parameter_sync.h).
+  std::unique_ptr<ParameterSync> sync_;
   std::unique_ptr<StepExecutor> executor_;
   std::unique_ptr<BlendedDataset> train_data_;  // data.train: one source or a weighted blend
   std::unique_ptr<TokenSource> valid_data_;
@@ -186,8 +172,6 @@ class Trainer {
   int64_t step_ = 0;          // optimizer steps done
   std::vector<MoeLayerStats> moe_stats_;
   std::vector<int> moe_layers_;  // global layer index of every MoE layer of the model
-  bool gradients_local_ = false;           // this step's gradients are not reduced (1-bit Adam)
-  int64_t zero_payload_seen_[3] = {0, 0, 0};  // take_zero_record(): counters at the previous step
   int stopped_by_signal_ = 0;
   std::string last_checkpoint_;
   // Sharded saves (trainer_checkpoint.cc, train/async_checkpoint.h): the save not yet committed, the

@@ -42,11 +42,6 @@
 
 namespace moe4d {
 namespace {
-// Flat-layout copies of a sharded optimizer state (one per group); empty buffers when not sharded.
-struct FlatState {
-  Buffer group[kNumParamGroups];
-};
-
 // The aux-loss-free balancing biases of this rank's MoE layers from state.json.
 void restore_router_biases(Transformer& model, const nlohmann::json& state, const std::string& origin) {
   for (MoeBlock* block : model.moe_blocks()) {
@@ -142,29 +137,29 @@ using BlockReader =
 // re-shards them); AdamW's moments as the block into the optimizer's flat buffers (zero_stage 0) or
 // as only this rank's ZeRO slices into its shards (>= 1; the padding zeroed). The same path for
 // checkpoints of either format and for full tensors handed over in memory (load_state).
-void load_blocks(ParamStore& params, const ZeroLayout& layout, AdamW& optimizer, ZeroParamGatherer* zero_values,
-                 const BlockReader& read) {
+void load_blocks(ParamStore& params, ParameterSync& sync, const BlockReader& read) {
+  const bool sharded = sync.state_sharded();
   for (int id = 0; id < params.size(); ++id) {
     const ParamInfo& info = params.info(id);
     const BlockRange whole = whole_block(block_start(info), info.local_shape.dims());
     read(info.name, info, whole, params.value(id));
-    if (zero_values) continue;
-    read("exp_avg." + info.name, info, whole, optimizer.exp_avg(info.group) + info.offset);
-    read("exp_avg_sq." + info.name, info, whole, optimizer.exp_avg_sq(info.group) + info.offset);
+    if (sharded) continue;
+    read("exp_avg." + info.name, info, whole, sync.moment(info.group, false) + info.offset);
+    read("exp_avg_sq." + info.name, info, whole, sync.moment(info.group, true) + info.offset);
   }
-  if (!zero_values) return;
+  if (!sharded) return;
   for (ParamGroup g : {ParamGroup::kDense, ParamGroup::kExpert}) {
-    std::memset(optimizer.exp_avg(g), 0, optimizer.state_size(g) * sizeof(float));
-    std::memset(optimizer.exp_avg_sq(g), 0, optimizer.state_size(g) * sizeof(float));
+    std::memset(sync.moment(g, false), 0, sync.moment_size(g) * sizeof(float));
+    std::memset(sync.moment(g, true), 0, sync.moment_size(g) * sizeof(float));
   }
-  for (const ShardPiece& s : layout.pieces()) {
+  for (const ShardPiece& s : sync.layout().pieces()) {
     const ParamInfo& info = params.info(s.param);
     const int64_t begin = int64_t(s.flat_begin - info.offset);
     const BlockRange range{block_start(info), info.local_shape.dims(), begin, begin + int64_t(s.count)};
-    read("exp_avg." + info.name, info, range, optimizer.exp_avg(info.group) + s.shard_offset);
-    read("exp_avg_sq." + info.name, info, range, optimizer.exp_avg_sq(info.group) + s.shard_offset);
+    read("exp_avg." + info.name, info, range, sync.moment(info.group, false) + s.shard_offset);
+    read("exp_avg_sq." + info.name, info, range, sync.moment(info.group, true) + s.shard_offset);
   }
-  zero_values->shard_from_flat();
+  sync.reshard_values();
 }
 
 // Reads from a verified checkpoint of either format.
@@ -182,17 +177,9 @@ Trainer::FullState Trainer::gather_state() {
   // One optimizer state (m or v) as full tensors: from the optimizer's flat buffers (zero_stage 0) or
   // from its shards assembled into this rank's flat layout (>= 1).
   for (const bool second : {false, true}) {
-    FlatState flat;
+    Buffer scratch[kNumParamGroups];  // the flat-layout copies of a sharded state; empty when not sharded
     const float* base[kNumParamGroups];
-    for (int g = 0; g < kNumParamGroups; ++g) {
-      const ParamGroup group = ParamGroup(g);
-      const float* state = second ? optimizer_->exp_avg_sq(group) : optimizer_->exp_avg(group);
-      base[g] = state;
-      if (!zero_values_) continue;
-      flat.group[g] = Buffer(params_.flat_size(group) * sizeof(float));
-      zero_values_->assemble(group, state, flat.group[g].f32());
-      base[g] = flat.group[g].f32();
-    }
+    for (int g = 0; g < kNumParamGroups; ++g) base[g] = sync_->flat_moment(ParamGroup(g), second, scratch[g]);
     auto full = gather_full_tensors(pc_, params_, [&](int id) {
       const ParamInfo& info = params_.info(id);
       return base[int(info.group)] + info.offset;
@@ -240,7 +227,7 @@ void Trainer::save_checkpoint() {
                                    {"numerics", numerics_state()},
                                    {"tokenizer", tokenizer_state},
                                    {"format", sharded ? "sharded" : "full"},
-                                   {"optimizer", optimizer_->name()},
+                                   {"optimizer", sync_->optimizer_name()},
                                    {"layout",
                                     {{"data_parallel", pc_.dp_size()},
                                      {"expert_parallel", pc_.ep_size()},
@@ -273,16 +260,8 @@ void Trainer::save_checkpoint() {
     }
     tmp = broadcast_text(*pc_.world, tmp, 0);
     if (!tmp.empty()) {
-      const int stage = config_.parallel.zero_stage;
-      PieceSources sources;
-      sources.values_sharded = stage == 3;
-      sources.state_sharded = stage >= 1;
-      for (ParamGroup g : {ParamGroup::kDense, ParamGroup::kExpert}) {
-        sources.values[int(g)] = stage == 3 ? zero_values_->shard_values(g) : params_.flat_values(g);
-        sources.exp_avg[int(g)] = optimizer_->exp_avg(g);
-        sources.exp_avg_sq[int(g)] = optimizer_->exp_avg_sq(g);
-      }
-      std::vector<RankPiece> pieces = rank_checkpoint_pieces(params_, *zero_layout_, pc_.coord, sources);
+      std::vector<RankPiece> pieces =
+          rank_checkpoint_pieces(params_, sync_->layout(), pc_.coord, sync_->piece_sources());
       if (save.async) shard_writer_.start(tmp, pc_.rank, std::move(pieces));
       else save.record = write_rank_shard(tmp, pc_.rank, std::move(pieces));
     }
@@ -296,7 +275,8 @@ void Trainer::save_checkpoint() {
     try {
       CheckpointWriter writer(config_.checkpoint.dir, step_);
       writer.add_safetensors("model.safetensors", as_named(full.values), {{"format", "moe4d"}});
-      writer.add_safetensors("optimizer.safetensors", as_named(full.optimizer), {{"optimizer", optimizer_->name()}});
+      writer.add_safetensors("optimizer.safetensors", as_named(full.optimizer),
+                             {{"optimizer", sync_->optimizer_name()}});
       add_metadata(writer);
       path = writer.commit(config_.checkpoint.keep);
     } catch (const Error& e) {
@@ -374,7 +354,7 @@ void Trainer::load_checkpoint(const std::string& path) {
   const Checkpoint checkpoint = open_verified(*pc_.world, path);
   const CheckpointTensors tensors(checkpoint);
   const std::string origin = checkpoint.path();
-  load_blocks(params_, *zero_layout_, *optimizer_, zero_values_.get(), checkpoint_reader(tensors, origin));
+  load_blocks(params_, *sync_, checkpoint_reader(tensors, origin));
   const nlohmann::json state = checkpoint.json("state.json");
   restore_router_biases(*model_, state, origin);
   // Loss scale and skipped-step count (absent from checkpoints older than mixed precision: fresh).
@@ -388,7 +368,7 @@ void Trainer::load_checkpoint(const std::string& path) {
 }
 
 void Trainer::load_state(const TensorLookup& values, const TensorLookup& optimizer, const std::string& origin) {
-  load_blocks(params_, *zero_layout_, *optimizer_, zero_values_.get(),
+  load_blocks(params_, *sync_,
               [&](const std::string& name, const ParamInfo& info, const BlockRange& r, float* dst) {
                 const bool moment = name.rfind("exp_avg", 0) == 0;
                 const Tensor& full = moment ? optimizer(name) : values(name);
@@ -409,7 +389,7 @@ void Trainer::load_weights(const std::string& path) {
     const ParamInfo& info = params_.info(id);
     read(info.name, info, whole_block(block_start(info), info.local_shape.dims()), params_.value(id));
   }
-  if (zero_values_) zero_values_->shard_from_flat();
+  sync_->reshard_values();
   restore_router_biases(*model_, checkpoint.json("state.json"), origin);
   if (pc_.rank == 0 && !options_.quiet) log_info("initialised from {} (weights only, step 0)", origin);
 }
