@@ -18,7 +18,7 @@ const char* compression_name(GradCompression c) {
 
 ParameterSync::ParameterSync(const Config& config, ParallelContext& pc, ParamStore& params, Backend& backend,
                              const std::vector<ChunkSpec>& chunks, Transformer& model)
-    : config_(config), pc_(pc), params_(params) {
+    : config_(config), pc_(pc), params_(params), backend_(backend) {
   const ParallelConfig& par = config.parallel;
   const int stage = par.zero_stage;
   const int ranks[kNumParamGroups] = {pc.dp_ep->size(), pc.dp->size()};
@@ -102,6 +102,11 @@ nlohmann::json ParameterSync::take_record() {
                         {"optimizer_payload_bytes", now[2] - payload_seen_[2]}};
   for (int i = 0; i < 3; ++i) payload_seen_[i] = now[i];
   return rec;
+}
+
+void ParameterSync::zero_moments() {
+  for (ParamGroup g : {ParamGroup::kDense, ParamGroup::kExpert})
+    for (bool second : {false, true}) backend_.zero(moment(g, second), moment_size(g) * sizeof(float));
 }
 
 float* ParameterSync::moment(ParamGroup g, bool second) {

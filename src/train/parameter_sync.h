@@ -66,6 +66,8 @@ class ParameterSync {
   // AdamW's first (`second` false) or second moments of group g: the flat buffer, or the shard.
   float* moment(ParamGroup g, bool second);
   size_t moment_size(ParamGroup g) const { return optimizer_->state_size(g); }
+  // Every moment of both groups set to zero (before a sharded load fills this rank's pieces of them).
+  void zero_moments();
   // The moments of group g in this rank's flat layout: the flat buffer itself, or the shard
   // assembled into `scratch` (allocated here).
   const float* flat_moment(ParamGroup g, bool second, Buffer& scratch);
@@ -78,6 +80,7 @@ class ParameterSync {
   const Config& config_;
   ParallelContext& pc_;
   ParamStore& params_;
+  Backend& backend_;
   std::unique_ptr<ZeroLayout> layout_;          // buckets and slices of every ZeRO stage
   std::unique_ptr<ZeroParamGatherer> values_;   // zero_stage >= 1
   std::unique_ptr<AdamW> optimizer_;

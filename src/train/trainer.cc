@@ -11,9 +11,9 @@
 
 #include <fmt/format.h>
 
-#include "config/config_names.h"
 #include "backend/cpu_backend.h"
 #include "backend/reference_backend.h"
+#include "config/config_names.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "data/window_sampler.h"

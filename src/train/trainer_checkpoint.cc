@@ -30,7 +30,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/sharded_index.h"
@@ -148,10 +147,7 @@ void load_blocks(ParamStore& params, ParameterSync& sync, const BlockReader& rea
     read("exp_avg_sq." + info.name, info, whole, sync.moment(info.group, true) + info.offset);
   }
   if (!sharded) return;
-  for (ParamGroup g : {ParamGroup::kDense, ParamGroup::kExpert}) {
-    std::memset(sync.moment(g, false), 0, sync.moment_size(g) * sizeof(float));
-    std::memset(sync.moment(g, true), 0, sync.moment_size(g) * sizeof(float));
-  }
+  sync.zero_moments();
   for (const ShardPiece& s : sync.layout().pieces()) {
     const ParamInfo& info = params.info(s.param);
     const int64_t begin = int64_t(s.flat_begin - info.offset);
