@@ -34,11 +34,6 @@
 
 namespace moe4d {
 
-// An ordered stream of operations on a backend's device; 0 is the default queue.
-struct Queue {
-  int id = 0;
-};
-
 class Backend {
  public:
   virtual ~Backend() = default;

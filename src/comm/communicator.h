@@ -11,7 +11,12 @@
 //
 // Contract:
 // - Every rank of the group calls the same collectives in the same order (MPI semantics).
-// - Buffers are host memory; counts are in elements of `dtype`.
+// - Every buffer lives on the communicator's device() (the host for MPI and local; a rank's GPU for
+//   NCCL, as c10d binds a process group to a device); counts are in elements of `dtype`. Whoever
+//   pairs a communicator with a compute backend checks that their devices agree (the Trainer does).
+// - Operations are ordered on the communicator's queue() (core/allocator.h; set_queue): a device
+//   backend enqueues a collective behind the kernels already on that queue, so its input is ready
+//   without a host synchronisation. On the host a queue orders nothing (every call runs at once).
 // - `*_async` starts the operation and returns a Work; the buffers must stay alive and untouched
 //   until wait() returns. The blocking forms are async(...)->wait().
 // - Deadline: every wait has a deadline (CommOptions::timeout_seconds). A rank that does not arrive in
@@ -88,6 +93,12 @@ class Communicator {
   virtual const std::vector<int>& world_ranks() const = 0;
   virtual const std::string& name() const = 0;  // e.g. "tp[pp=0,dp=1,ep=0]"
   virtual const char* backend() const = 0;      // "local", "mpi", "nccl"
+  // Where the buffers of every operation live (see the contract above).
+  virtual Device device() const { return kHostDevice; }
+  // The queue later operations are ordered on; the default queue (0) until set. Host backends keep
+  // it only to report it: on the host there is nothing to order.
+  void set_queue(Queue queue) { queue_ = queue; }
+  Queue queue() const { return queue_; }
 
   // In place: data[count] = reduce over ranks of data[count].
   virtual std::unique_ptr<Work> all_reduce_async(void* data, size_t count, DType dtype, ReduceOp op) = 0;
@@ -171,6 +182,7 @@ class Communicator {
   Communicator() = default;
   CommStats stats_;
   CommTrace* trace_ = nullptr;
+  Queue queue_;
 };
 
 }  // namespace moe4d

@@ -17,7 +17,7 @@
 
 namespace moe4d {
 
-class LocalCommunicator final : public Communicator {
+class LocalCommunicator : public Communicator {
  public:
   explicit LocalCommunicator(std::string name = "world", int world_rank = 0);
 

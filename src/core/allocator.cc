@@ -17,7 +17,7 @@ namespace moe4d {
 std::string Device::str() const {
   switch (type) {
     case DeviceType::kHost:
-      return "host";
+      return index == 0 ? "host" : "host:" + std::to_string(index);
   }
   return "device?";
 }

@@ -31,6 +31,15 @@ struct Device {
 
 inline constexpr Device kHostDevice{};
 
+// An ordered stream of operations on a device (a CUDA or Ascend stream); 0 is the default queue.
+// Compute backends (backend/backend.h) enqueue kernels on one and communicators their collectives,
+// so that a collective starts after the kernels that wrote its input. On the host both run each
+// operation at its call and a queue orders nothing.
+struct Queue {
+  int id = 0;
+  bool operator==(const Queue&) const = default;
+};
+
 class Allocator {
  public:
   virtual ~Allocator() = default;

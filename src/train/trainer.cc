@@ -47,6 +47,10 @@ Trainer::Trainer(const Config& config, ParallelContext& pc, TrainerOptions optio
       backend_(make_backend(config.train.backend)),
       loss_scaler_(config.train.precision, config.train.loss_scale),
       guard_(config.train.max_nonfinite_steps) {
+  if (!(pc.world->device() == backend_->device()))
+    fail("train.backend '{}' computes on {} but the '{}' communicator moves buffers on {}: pair a backend with a "
+         "communicator of the same device", backend_->name(), backend_->device().str(), pc.world->backend(),
+         pc.world->device().str());
   const ParallelConfig& par = config.parallel;
   micro_batch_size_ = static_cast<int>(config.train.global_batch_size / (par.data_replicas() * par.micro_batch_num));
   model_ = std::make_unique<Transformer>(config.model, pc, my_chunks(), params_);

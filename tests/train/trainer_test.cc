@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "checkpoint/checkpoint.h"
+#include "comm/local_communicator.h"
 #include "core/error.h"
 #include "train/trainer.h"
 #include "train_fixture.h"
@@ -171,6 +172,23 @@ TEST_F(TrainerTest, MetricsFileHasOneRecordPerStep) {
     EXPECT_EQ(record["moe"]["layers"][0]["tokens_per_expert"].size(), 4u);
   }
   EXPECT_EQ(lines, 4);
+}
+
+// A communicator whose buffers live elsewhere than the compute backend's memory cannot be paired
+// with it: the Trainer says so instead of handing host pointers to another device.
+TEST_F(TrainerTest, CommunicatorOnAnotherDeviceIsRefused) {
+  struct OtherDeviceCommunicator : LocalCommunicator {
+    using LocalCommunicator::LocalCommunicator;
+    Device device() const override { return Device{DeviceType::kHost, 1}; }
+  };
+  ParallelConfig single;
+  auto pc = make_parallel_context(std::make_unique<OtherDeviceCommunicator>("world", 0), single, 1);
+  try {
+    Trainer trainer(config_, *pc, {.quiet = true});
+    FAIL() << "a trainer paired a host backend with a communicator on another device";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("train.backend 'cpu' computes on host"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
