@@ -372,9 +372,6 @@ TEST(MegatronExport, CompleteCommandForTheCluster) {
   EXPECT_EQ(parse_run(rounded).flags.at("--rotary-base"), "10000");
 }
 
-}  // namespace
-}  // namespace moe4d
-
 // DeepSeek-V3-style routing: group-limited, scaled, sigmoid with the expert bias, each balancing type,
 // and transformer_config.py __post_init__'s rules on them (group_topk needs num_groups, which divides
 // the experts, group_topk <= num_groups; the expert bias needs sigmoid scores).
@@ -417,3 +414,6 @@ TEST(MegatronExport, DeepSeekRouterFlags) {
   EXPECT_NE(text.find("cannot be expressed"), std::string::npos);
   EXPECT_NE(text.find("routing differs"), std::string::npos);
 }
+
+}  // namespace
+}  // namespace moe4d
