@@ -25,6 +25,12 @@
 // shards sum over TP to the TP run's losses, and the router weight gradient, computed from the
 // shard, is summed over TP like the norm weights'.
 //
+// Balance statistics (moe.load_balancing_type, docs/moe.md §4): the aux loss balances each
+// micro-batch's counts, each sequence's (a run of rows per sequence on every rank, also under
+// sequence parallelism), or the global batch's: the counts summed over the DP x EP replicas in the
+// forward (one E-float all-reduce per MoE layer and micro-batch) and averaged over the step's
+// micro-batches so far, each replica's share weighted by the replica count.
+//
 // Capacity (capacity_factor set) is applied per source rank before dispatch, as in GShard: each
 // data replica keeps at most ceil(T * k / E * cf) of its own T tokens' slots per expert.
 //
