@@ -69,14 +69,16 @@ nlohmann::json time_non_gemm_kernels() {
   });
   ms["router_expert_counts"] =
       best_ms([&] { router_expert_counts(counts.data(), topk_idx.data(), kTokens, kExperts, kTopK); });
+  const std::vector<float> fcounts(counts.begin(), counts.end());
+  const RouterBalance balance = micro_batch_balance(fcounts.data(), kTokens);
   ms["router_aux_and_z_loss"] = best_ms([&] {
-    volatile float sink = router_aux_loss(rprobs.data(), counts.data(), kTokens, kExperts, kTopK) +
+    volatile float sink = router_aux_loss(rprobs.data(), balance, kTokens, kExperts, kTopK) +
                           router_z_loss(lse.data(), kTokens);
     (void)sink;
   });
   ms["router_backward"] = best_ms([&] {
     router_backward(dlogits.data(), topk_w.data(), rprobs.data(), lse.data(), topk_idx.data(), topk_w.data(),
-                    counts.data(), kTokens, kExperts, kTopK, 0.01f, 0.001f);
+                    balance, kTokens, kExperts, kTopK, 0.01f, 0.001f);
   });
 
   // Dispatch: plan (dropless and capacity factor 1.25), permute, unpermute.

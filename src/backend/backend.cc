@@ -53,11 +53,12 @@ void Backend::router_forward(float*, float*, int*, float*, const float*, const f
   unsupported("router_forward");
 }
 void Backend::router_expert_counts(int*, const int*, int, int, int) { unsupported("router_expert_counts"); }
-float Backend::router_aux_loss(const float*, const int*, int, int, int, const RouterScoring&, int) {
+float Backend::router_aux_loss(const float*, const RouterBalance&, int, int, int, const RouterScoring&) {
   unsupported("router_aux_loss");
 }
 float Backend::router_z_loss(const float*, int, int) { unsupported("router_z_loss"); }
-void Backend::router_backward(float*, const float*, const float*, const float*, const int*, const float*, const int*,
+void Backend::router_backward(float*, const float*, const float*, const float*, const int*, const float*,
+                              const RouterBalance&,
                               int, int, int, float, float, const RouterScoring&, const float*, int) {
   unsupported("router_backward");
 }

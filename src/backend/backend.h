@@ -133,13 +133,13 @@ class Backend {
   // counts[experts] = slots routed to each expert (overwritten). Read on the host after synchronize().
   virtual void router_expert_counts(int* counts, const int* topk_idx, int tokens, int experts, int k);
   // The load-balancing loss share of these `tokens` rows (synchronises).
-  virtual float router_aux_loss(const float* scores, const int* counts, int tokens, int experts, int k,
-                                const RouterScoring& scoring, int total_tokens);
+  virtual float router_aux_loss(const float* scores, const RouterBalance& balance, int tokens, int experts, int k,
+                                const RouterScoring& scoring);
   // The z-loss share of these rows (synchronises).
   virtual float router_z_loss(const float* lse, int tokens, int total_tokens);
   // dlogits [tokens, experts] (overwritten); dtopk_w [tokens, k] or null; logits needed by sigmoid scoring.
   virtual void router_backward(float* dlogits, const float* dtopk_w, const float* scores, const float* lse,
-                               const int* topk_idx, const float* topk_w, const int* counts, int tokens, int experts,
+                               const int* topk_idx, const float* topk_w, const RouterBalance& balance, int tokens, int experts,
                                int k, float aux_coef, float z_coef, const RouterScoring& scoring, const float* logits,
                                int total_tokens);
 

@@ -147,9 +147,9 @@ void CpuBackend::router_expert_counts(int* counts, const int* topk_idx, int toke
   ::moe4d::router_expert_counts(counts, topk_idx, tokens, experts, k);
 }
 
-float CpuBackend::router_aux_loss(const float* scores, const int* counts, int tokens, int experts, int k,
-                                  const RouterScoring& scoring, int total_tokens) {
-  return ::moe4d::router_aux_loss(scores, counts, tokens, experts, k, scoring, total_tokens);
+float CpuBackend::router_aux_loss(const float* scores, const RouterBalance& balance, int tokens, int experts, int k,
+                                  const RouterScoring& scoring) {
+  return ::moe4d::router_aux_loss(scores, balance, tokens, experts, k, scoring);
 }
 
 float CpuBackend::router_z_loss(const float* lse, int tokens, int total_tokens) {
@@ -157,10 +157,10 @@ float CpuBackend::router_z_loss(const float* lse, int tokens, int total_tokens) 
 }
 
 void CpuBackend::router_backward(float* dlogits, const float* dtopk_w, const float* scores, const float* lse,
-                                 const int* topk_idx, const float* topk_w, const int* counts, int tokens, int experts,
+                                 const int* topk_idx, const float* topk_w, const RouterBalance& balance, int tokens, int experts,
                                  int k, float aux_coef, float z_coef, const RouterScoring& scoring, const float* logits,
                                  int total_tokens) {
-  ::moe4d::router_backward(dlogits, dtopk_w, scores, lse, topk_idx, topk_w, counts, tokens, experts, k, aux_coef,
+  ::moe4d::router_backward(dlogits, dtopk_w, scores, lse, topk_idx, topk_w, balance, tokens, experts, k, aux_coef,
                            z_coef, scoring, logits, total_tokens);
 }
 

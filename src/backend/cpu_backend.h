@@ -60,11 +60,11 @@ class CpuBackend final : public Backend {
   void router_forward(float* scores, float* lse, int* topk_idx, float* topk_w, const float* logits,
                       const float* select_bias, int tokens, int experts, int k, const RouterScoring& scoring) override;
   void router_expert_counts(int* counts, const int* topk_idx, int tokens, int experts, int k) override;
-  float router_aux_loss(const float* scores, const int* counts, int tokens, int experts, int k,
-                        const RouterScoring& scoring, int total_tokens) override;
+  float router_aux_loss(const float* scores, const RouterBalance& balance, int tokens, int experts, int k,
+                        const RouterScoring& scoring) override;
   float router_z_loss(const float* lse, int tokens, int total_tokens) override;
   void router_backward(float* dlogits, const float* dtopk_w, const float* scores, const float* lse, const int* topk_idx,
-                       const float* topk_w, const int* counts, int tokens, int experts, int k, float aux_coef,
+                       const float* topk_w, const RouterBalance& balance, int tokens, int experts, int k, float aux_coef,
                        float z_coef, const RouterScoring& scoring, const float* logits, int total_tokens) override;
   int moe_route_plan(int* expert_offsets, int* row_slot, int* slot_row, int* scratch, const int* topk_idx,
                      const float* topk_w, int tokens, int experts, int k, int capacity) override;

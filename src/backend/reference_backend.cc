@@ -319,16 +319,36 @@ void ReferenceBackend::router_forward(float* scores, float* lse, int* topk_idx, 
     for (int e = 0; e < experts; ++e) sum += std::exp(l[e] - mx);
     lse[t] = float(mx + std::log(sum));
     for (int e = 0; e < experts; ++e) p[e] = float(scoring.sigmoid ? sigmoid(l[e]) : std::exp(l[e] - mx) / sum);
-    // The k best by selection score (descending; ties to the lower index): a stable sort.
-    auto sel = [&](int e) { return double(p[e]) + (select_bias ? double(select_bias[e]) : 0.0); };
+    // The k best by selection score (descending; ties to the lower index): a stable sort; with
+    // groups, of the experts in the group_topk groups whose two best selection scores sum highest.
+    auto sel = [&](int e) { return float(p[e] + (select_bias ? select_bias[e] : 0.0f)); };
+    std::vector<bool> eligible(experts, true);
+    if (scoring.groups > 1) {
+      const int size = experts / scoring.groups;
+      std::vector<float> group_score(scoring.groups);
+      for (int g = 0; g < scoring.groups; ++g) {
+        std::vector<float> members;
+        for (int e = g * size; e < (g + 1) * size; ++e) members.push_back(sel(e));
+        std::sort(members.begin(), members.end(), std::greater<>());
+        group_score[g] = members[0] + members[1];
+      }
+      std::vector<int> groups(scoring.groups);
+      std::iota(groups.begin(), groups.end(), 0);
+      std::stable_sort(groups.begin(), groups.end(), [&](int x, int y) { return group_score[x] > group_score[y]; });
+      for (int e = 0; e < experts; ++e)
+        eligible[e] = std::find(groups.begin(), groups.begin() + scoring.group_topk, e / size) !=
+                      groups.begin() + scoring.group_topk;
+    }
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return sel(x) > sel(y); });
+    std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
+      return eligible[x] != eligible[y] ? bool(eligible[x]) : sel(x) > sel(y);
+    });
     double picked = 0;
     for (int j = 0; j < k; ++j) picked += p[order[j]];
     for (int j = 0; j < k; ++j) {
       topk_idx[I(t) * k + j] = order[j];
       const double w = p[order[j]];
-      topk_w[I(t) * k + j] = float(!scoring.normalize ? w : picked > 0 ? w / picked : 0.0);
+      topk_w[I(t) * k + j] = float(scoring.scaling * (!scoring.normalize ? w : picked > 0 ? w / picked : 0.0));
     }
   }
 }
@@ -341,16 +361,17 @@ void ReferenceBackend::router_expert_counts(int* counts, const int* topk_idx, in
   }
 }
 
-float ReferenceBackend::router_aux_loss(const float* scores, const int* counts, int tokens, int experts, int k,
-                                        const RouterScoring& scoring, int total_tokens) {
-  const double all = total_tokens > 0 ? total_tokens : tokens;
+float ReferenceBackend::router_aux_loss(const float* scores, const RouterBalance& balance, int tokens, int experts,
+                                        int k, const RouterScoring& scoring) {
+  const double all = balance.tokens;
   double acc = 0;
   for (int t = 0; t < tokens; ++t) {
     const float* p = scores + I(t) * experts;
+    const float* counts = balance.counts + I(t / (tokens / balance.groups)) * experts;
     const double z = scoring.sigmoid ? score_sum(p, experts) : 1.0;
     for (int e = 0; e < experts; ++e) acc += z > 0 ? double(counts[e]) * p[e] / z : 0.0;
   }
-  return tokens == 0 ? 0.0f : float(acc * experts / (all * all * k));
+  return tokens == 0 ? 0.0f : float(acc * balance.weight * experts / (all * all * k));
 }
 
 float ReferenceBackend::router_z_loss(const float* lse, int tokens, int total_tokens) {
@@ -360,15 +381,16 @@ float ReferenceBackend::router_z_loss(const float* lse, int tokens, int total_to
 }
 
 void ReferenceBackend::router_backward(float* dlogits, const float* dtopk_w, const float* scores, const float* lse,
-                                       const int* topk_idx, const float* topk_w, const int* counts, int tokens,
-                                       int experts, int k, float aux_coef, float z_coef, const RouterScoring& scoring,
-                                       const float* logits, int total_tokens) {
+                                       const int* topk_idx, const float* topk_w, const RouterBalance& balance,
+                                       int tokens, int experts, int k, float aux_coef, float z_coef,
+                                       const RouterScoring& scoring, const float* logits, int total_tokens) {
   MOE4D_CHECK_MSG(!scoring.sigmoid || logits != nullptr, "sigmoid router backward needs the logits");
   const double all = total_tokens > 0 ? total_tokens : tokens;
-  const double aux = double(aux_coef) * experts / (all * all * k);
+  const double aux = double(aux_coef) * balance.weight * experts / (balance.tokens * balance.tokens * k);
   std::vector<double> dp(experts);
   for (int t = 0; t < tokens; ++t) {
     const float* p = scores + I(t) * experts;
+    const float* counts = balance.counts + I(t / (tokens / balance.groups)) * experts;
     // d/dp of the aux loss (counts held constant).
     if (scoring.sigmoid) {
       const double z = score_sum(p, experts);
@@ -387,9 +409,9 @@ void ReferenceBackend::router_backward(float* dlogits, const float* dtopk_w, con
         double picked = 0, gw = 0;
         for (int j = 0; j < k; ++j) picked += p[idx[j]], gw += double(g[j]) * w[j];
         if (picked > 0)
-          for (int j = 0; j < k; ++j) dp[idx[j]] += (g[j] - gw) / picked;
+          for (int j = 0; j < k; ++j) dp[idx[j]] += (scoring.scaling * g[j] - gw) / picked;
       } else {
-        for (int j = 0; j < k; ++j) dp[idx[j]] += g[j];
+        for (int j = 0; j < k; ++j) dp[idx[j]] += scoring.scaling * g[j];
       }
     }
     // Through the scores, plus the z-loss (d lse / d l = softmax(l)).

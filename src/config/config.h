@@ -15,6 +15,10 @@ namespace moe4d {
 // How the router turns logits into expert scores (docs/moe.md): softmax over the experts, or an
 // independent sigmoid per expert (DeepSeek-V3).
 enum class RouterScore { kSoftmax, kSigmoid };
+// Which statistics the load-balancing loss balances (Megatron-Core's --moe-router-load-balancing-type
+// names): the micro-batch's, each sequence's (DeepSeek-V3's complementary sequence-wise loss), or the
+// step's global batch so far (counts reduced over the data replicas, averaged over micro-batches).
+enum class LoadBalancing { kAuxLoss, kSeqAuxLoss, kGlobalAuxLoss };
 
 struct MoeConfig {
   int num_experts = 0;  // 0: dense model (every FFN is SwiGLU)
@@ -26,6 +30,10 @@ struct MoeConfig {
   int shared_expert_ffn_hidden_size = 0;  // width of one shared expert; 0: the routed experts' width
   RouterScore score_function = RouterScore::kSoftmax;
   bool normalize_top_k = true;     // the k picked scores are rescaled to sum to 1
+  int num_groups = 1;              // group-limited routing: experts in num_groups contiguous groups (n_group)
+  int group_topk = 1;              // groups a token picks its experts from (topk_group)
+  double routed_scaling_factor = 1.0;  // pick weights multiplied by it after normalising
+  LoadBalancing load_balancing_type = LoadBalancing::kAuxLoss;  // what aux_loss_coeff's loss balances
   std::optional<double> capacity_factor;  // nullopt (YAML null): dropless
   double aux_loss_coeff = 0.01;
   double z_loss_coeff = 0.0;

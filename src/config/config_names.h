@@ -34,6 +34,9 @@ inline constexpr NameTable<RouterScore, 2> kRouterScoreNames{
     {{"softmax", RouterScore::kSoftmax}, {"sigmoid", RouterScore::kSigmoid}}};
 // Recompute as `--layout`, reports and exports name it; YAML's recompute.granularity takes the two
 // that are not "none" (kGranularityNames).
+inline constexpr NameTable<LoadBalancing, 3> kLoadBalancingNames{{{"aux_loss", LoadBalancing::kAuxLoss},
+                                                                   {"seq_aux_loss", LoadBalancing::kSeqAuxLoss},
+                                                                   {"global_aux_loss", LoadBalancing::kGlobalAuxLoss}}};
 inline constexpr NameTable<RecomputeGranularity, 3> kRecomputeNames{{{"none", RecomputeGranularity::kNone},
                                                                      {"selective", RecomputeGranularity::kSelective},
                                                                      {"full", RecomputeGranularity::kFull}}};
@@ -76,6 +79,7 @@ inline constexpr const auto& names_for(const GradCompression*) { return kGradCom
 inline constexpr const auto& names_for(const OptimizerKind*) { return kOptimizerNames; }
 inline constexpr const auto& names_for(const PipelineSchedule*) { return kScheduleNames; }
 inline constexpr const auto& names_for(const RouterScore*) { return kRouterScoreNames; }
+inline constexpr const auto& names_for(const LoadBalancing*) { return kLoadBalancingNames; }
 inline constexpr const auto& names_for(const RecomputeGranularity*) { return kGranularityNames; }
 
 }  // namespace moe4d::config_names

@@ -53,6 +53,27 @@ void check_ranges(const Config& c, const ConfigReader& r) {
   }
 }
 
+// Group-limited routing (kernels/router.h): groups of >= 2 experts (a group's score is its two best),
+// group_topk of them, enough experts in them for top_k.
+void validate_group_routing(const MoeConfig& moe, const ConfigReader& r, const std::string& groups_key,
+                            const std::string& topk_key) {
+  if (moe.num_groups <= 0 || moe.group_topk <= 0) return;  // check_ranges named it
+  if (moe.num_groups == 1) {
+    if (moe.group_topk != 1)
+      r.fail_at(r.line_of(topk_key), topk_key, "only applies with model.moe.num_groups > 1, expected 1 without it");
+    return;
+  }
+  r.require(moe.num_experts % moe.num_groups == 0 && moe.num_experts / moe.num_groups >= 2, groups_key,
+            fmt::format("a divisor of num_experts = {} leaving at least 2 experts per group", moe.num_experts),
+            fmt::format("{}", moe.num_groups));
+  r.require(moe.group_topk <= moe.num_groups &&
+                int64_t{moe.group_topk} * (moe.num_experts / moe.num_groups) >= moe.top_k,
+            topk_key,
+            fmt::format("an integer in [1, num_groups = {}] whose groups hold at least top_k = {} experts",
+                        moe.num_groups, moe.top_k),
+            fmt::format("{}", moe.group_topk));
+}
+
 }  // namespace
 
 // Pass 2: ranges and cross-field rules of one model (no parallel layout arithmetic here).
@@ -97,6 +118,7 @@ void validate(const Config& c, const ConfigReader& r) {
     else if (moe.rebalance_interval > 0)
       r.fail_at(r.line_of(key(moe.rebalance_interval)), key(moe.rebalance_interval),
                 "only applies with model.moe.redundant_experts > 0 (there are no replicas to place)");
+    validate_group_routing(moe, r, key(moe.num_groups), key(moe.group_topk));
     bool any_moe_layer = moe.first_dense_layers == 0;  // (layer_freq alone was never required to leave one)
     // The first layer >= first_dense_layers with l % layer_freq == layer_freq - 1, in O(1) (a loop over
     // 2^31 layers took seconds before any answer).

@@ -80,10 +80,14 @@ HfArchitecture choose_hf_architecture(const ModelConfig& model, bool router_bias
     refuse("model.moe.first_dense_layers leaves no MoE layer");
   if (model.moe.num_experts < 2) refuse("a single expert is not a mixture (num_experts < 2)");
 
+  const bool plain_routing = model.moe.num_groups == 1 && model.moe.routed_scaling_factor == 1.0;
   const bool mixtral_exact = moe_from == 0 && f.shared_experts == 0 && !f.sigmoid_scores && f.normalize_top_k &&
-                             !router_bias_nonzero;
+                             !router_bias_nonzero && plain_routing;
   if (mixtral_exact) return HfArchitecture::kMixtral;
   if (!f.sigmoid_scores) {
+    if (!plain_routing)
+      refuse("group-limited routing (model.moe.num_groups > 1) or routed_scaling_factor != 1 with softmax router "
+             "scores: Mixtral has neither, and GLM-4-MoE (which has both) routes with sigmoid scores");
     if (router_bias_nonzero)
       refuse("the checkpoint has a non-zero aux-loss-free router bias (state.json router_bias) with softmax "
              "scores; Mixtral has no routing bias and GLM-4-MoE's score-correction bias needs sigmoid scores");
@@ -141,9 +145,9 @@ nlohmann::json hf_config_json(const ModelConfig& model, HfArchitecture arch, con
     c["n_shared_experts"] = model.shared_ffn() / f.expert_ffn;
     c["first_k_dense_replace"] = f.first_dense_layers;
     c["norm_topk_prob"] = f.normalize_top_k;
-    c["routed_scaling_factor"] = 1.0;
-    c["n_group"] = 1;
-    c["topk_group"] = 1;
+    c["routed_scaling_factor"] = model.moe.routed_scaling_factor;
+    c["n_group"] = model.moe.num_groups;
+    c["topk_group"] = model.moe.group_topk;
     c["partial_rotary_factor"] = 1.0;
     c["use_qk_norm"] = false;
     c["attention_bias"] = false;
@@ -221,9 +225,19 @@ HfImportedModel hf_model_from_config_json(const nlohmann::json& c, const std::st
                   "a number of leading dense layers below num_hidden_layers");
     f.sigmoid_scores = true;
     f.normalize_top_k = get_or<bool>(c, "norm_topk_prob", true, origin);
-    refuse_unless(get_or<double>(c, "routed_scaling_factor", 1.0, origin) == 1.0, "routed_scaling_factor", "1.0");
-    refuse_unless(get_or<int64_t>(c, "n_group", 1, origin) == 1, "n_group", "1 (no expert groups)");
-    refuse_unless(get_or<int64_t>(c, "topk_group", 1, origin) == 1, "topk_group", "1 (no expert groups)");
+    // Group-limited routing and the scaling factor: Glm4MoeMoE.route_tokens_to_experts is moe4d's
+    // (groups scored by their top-2 biased scores, weights scaled after normalising).
+    const double scaling = get_or<double>(c, "routed_scaling_factor", 1.0, origin);
+    refuse_unless(scaling > 0, "routed_scaling_factor", "a positive factor");
+    const int64_t groups = get_or<int64_t>(c, "n_group", 1, origin);
+    const int64_t topk_group = get_or<int64_t>(c, "topk_group", 1, origin);
+    refuse_unless(groups >= 1 && m.moe.num_experts % groups == 0 && (groups == 1 || m.moe.num_experts / groups >= 2),
+                  "n_group", "a divisor of n_routed_experts leaving at least 2 experts per group");
+    refuse_unless(topk_group >= 1 && topk_group <= groups && topk_group * (m.moe.num_experts / groups) >= m.moe.top_k,
+                  "topk_group", "a number of groups in [1, n_group] holding at least num_experts_per_tok experts");
+    m.moe.routed_scaling_factor = scaling;
+    m.moe.num_groups = static_cast<int>(groups);
+    m.moe.group_topk = static_cast<int>(topk_group);
     refuse_unless(get_or<double>(c, "partial_rotary_factor", 0.5, origin) == 1.0, "partial_rotary_factor",
                   "1.0 (RoPE over the whole head)");
     refuse_unless(!get_or<bool>(c, "use_qk_norm", false, origin), "use_qk_norm", "false");

@@ -8,9 +8,9 @@
 //   * Glm4MoeForCausalLM: leading dense layers (first_k_dense_replace), then every layer MoE with
 //     `n_shared_experts` always-on experts of moe_intermediate_size each, a sigmoid router whose
 //     selection adds e_score_correction_bias (the aux-loss-free bias), top-k optionally renormalised
-//     (norm_topk_prob), written with routed_scaling_factor 1, n_group = topk_group = 1,
-//     partial_rotary_factor 1, use_qk_norm false and attention_bias false so that nothing else
-//     differs from moe4d's math.
+//     (norm_topk_prob), group-limited routing (n_group, topk_group: moe.num_groups, group_topk) and
+//     routed_scaling_factor as moe4d computes them, written with partial_rotary_factor 1,
+//     use_qk_norm false and attention_bias false so that nothing else differs from moe4d's math.
 // Everything else is refused with one line naming what cannot be expressed: Qwen2-MoE gates its
 // shared expert with a learned sigmoid (not expressible as moe4d's ungated sum), DeepSeek-V2/V3 use
 // multi-head latent attention, and no architecture has alternating dense/MoE layers with

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "core/check.h"
 #include "kernels/vec_math.h"
@@ -43,11 +44,44 @@ void select_top_k(int* idx, const float* p, const float* bias, int experts, int 
   }
 }
 
+// Group-limited routing: writes into `sel` the selection scores p[e] + bias[e] of the experts in the
+// token's group_topk best groups and -inf elsewhere (group score: the sum of its two best selection
+// scores; ties to the lower group index).
+void group_limited_scores(float* sel, float* group_score, const float* p, const float* bias, int experts,
+                          const RouterScoring& scoring) {
+  const int per_group = experts / scoring.groups;
+  for (int e = 0; e < experts; ++e) sel[e] = bias != nullptr ? p[e] + bias[e] : p[e];
+  for (int g = 0; g < scoring.groups; ++g) {
+    float best = -INFINITY, second = -INFINITY;
+    for (int e = g * per_group; e < (g + 1) * per_group; ++e) {
+      if (sel[e] > best) {
+        second = best;
+        best = sel[e];
+      } else if (sel[e] > second) {
+        second = sel[e];
+      }
+    }
+    group_score[g] = best + second;
+  }
+  for (int j = 0; j < scoring.group_topk; ++j) {  // mark the picked groups with +inf
+    int pick = -1;
+    for (int g = 0; g < scoring.groups; ++g)
+      if (group_score[g] != INFINITY && (pick < 0 || group_score[g] > group_score[pick])) pick = g;
+    if (pick >= 0) group_score[pick] = INFINITY;
+  }
+  for (int e = 0; e < experts; ++e)
+    if (group_score[e / per_group] != INFINITY) sel[e] = -INFINITY;
+}
+
 }  // namespace
 
 void router_forward(float* scores, float* lse, int* topk_idx, float* topk_w, const float* logits,
                     const float* select_bias, int tokens, int experts, int k, const RouterScoring& scoring) {
   MOE4D_CHECK(tokens >= 0 && experts > 0 && k > 0 && k <= experts);
+  const bool grouped = scoring.groups > 1;
+  MOE4D_CHECK(!grouped || (experts % scoring.groups == 0 && experts / scoring.groups >= 2 &&
+                           scoring.group_topk >= 1 && k <= scoring.group_topk * (experts / scoring.groups)));
+  std::vector<float> sel(grouped ? experts : 0), group_score(grouped ? scoring.groups : 0);
   for (int t = 0; t < tokens; ++t) {
     const float* l = logits + static_cast<int64_t>(t) * experts;
     float* p = scores + static_cast<int64_t>(t) * experts;
@@ -67,16 +101,21 @@ void router_forward(float* scores, float* lse, int* topk_idx, float* topk_w, con
 
     int* idx = topk_idx + static_cast<int64_t>(t) * k;
     float* w = topk_w + static_cast<int64_t>(t) * k;
-    select_top_k(idx, p, select_bias, experts, k);
+    if (grouped) {
+      group_limited_scores(sel.data(), group_score.data(), p, select_bias, experts, scoring);
+      select_top_k(idx, sel.data(), nullptr, experts, k);
+    } else {
+      select_top_k(idx, p, select_bias, experts, k);
+    }
     if (!scoring.normalize) {
-      for (int j = 0; j < k; ++j) w[j] = p[idx[j]];
+      for (int j = 0; j < k; ++j) w[j] = p[idx[j]] * scoring.scaling;
       continue;
     }
     float picked = 0.0f;
     for (int j = 0; j < k; ++j) picked += p[idx[j]];
     // picked == 0 needs every picked score to underflow (a bias steering far away from the scores);
     // the token then gets zero weights instead of 0/0.
-    const float inv_picked = picked > 0.0f ? 1.0f / picked : 0.0f;
+    const float inv_picked = picked > 0.0f ? scoring.scaling / picked : 0.0f;
     for (int j = 0; j < k; ++j) w[j] = p[idx[j]] * inv_picked;
   }
 }
@@ -90,14 +129,16 @@ void router_expert_counts(int* counts, const int* topk_idx, int tokens, int expe
   }
 }
 
-// E * sum_i f_i P_i = E / (T^2 k) * sum_{t,i} counts_i * q[t, i], q the token's normalised scores.
-float router_aux_loss(const float* scores, const int* counts, int tokens, int experts, int k,
-                      const RouterScoring& scoring, int total_tokens) {
+// weight * E / (N^2 k) * sum_{t,i} counts[g(t), i] * q[t, i], q the token's normalised scores.
+float router_aux_loss(const float* scores, const RouterBalance& balance, int tokens, int experts, int k,
+                      const RouterScoring& scoring) {
   if (tokens == 0) return 0.0f;
-  const double all = total_tokens > 0 ? total_tokens : tokens;
+  MOE4D_CHECK(balance.groups > 0 && tokens % balance.groups == 0 && balance.tokens > 0);
+  const int run = tokens / balance.groups;
   double acc = 0.0;
   for (int t = 0; t < tokens; ++t) {
     const float* p = scores + static_cast<int64_t>(t) * experts;
+    const float* counts = balance.counts + static_cast<int64_t>(t / run) * experts;
     double row = 0.0, total = 0.0;
     for (int e = 0; e < experts; ++e) {
       row += static_cast<double>(counts[e]) * p[e];
@@ -105,7 +146,7 @@ float router_aux_loss(const float* scores, const int* counts, int tokens, int ex
     }
     acc += scoring.sigmoid ? (total > 0.0 ? row / total : 0.0) : row;
   }
-  return static_cast<float>(acc * experts / (all * all * k));
+  return static_cast<float>(acc * balance.weight * experts / (balance.tokens * balance.tokens * k));
 }
 
 float router_z_loss(const float* lse, int tokens, int total_tokens) {
@@ -117,23 +158,29 @@ float router_z_loss(const float* lse, int tokens, int total_tokens) {
 
 // Per token, with scores p (softmax) or s (sigmoid), picks e_j, S = sum_j p[e_j], w_j = p[e_j] / S
 // (normalised) or p[e_j], and upstream g_j, first the gradient dp of the scores:
-//   d/dp[e_j] of sum_j g_j w_j  = (g_j - sum_q g_q w_q) / S    normalised;   g_j otherwise
-//   d/dp[e]   of aux_coef * aux = aux_coef * E * f_e / T        softmax (f_e held constant);
-//                                 with q = s / sum(s), Z = sum(s):  aux_coef * E / T * (f_e - sum_i f_i q_i) / Z
+//   d/dp[e_j] of sum_j g_j w_j  = (c g_j - sum_q g_q w_q) / S  normalised;   c g_j otherwise
+//                                 (c = scoring.scaling, w_j including it)
+//   d/dp[e]   of aux_coef * aux = a * c_e      softmax, with a = aux_coef * weight * E / (N^2 k) and
+//                                              c the run's counts (held constant);
+//                                 with q = s / sum(s), Z = sum(s):  a * (c_e - sum_i c_i q_i) / Z
 // then through the scores:
 //   softmax:  dl[e] = p[e] * (dp[e] - sum_e' p[e'] dp[e'])
 //   sigmoid:  dl[e] = dp[e] * s[e] * (1 - s[e])
 // and the z-loss: dl[e] += z_coef * 2 lse / T * softmax(l)[e]      (d lse / d l[e] = softmax(l)[e]).
 void router_backward(float* dlogits, const float* dtopk_w, const float* scores, const float* lse, const int* topk_idx,
-                     const float* topk_w, const int* counts, int tokens, int experts, int k, float aux_coef,
+                     const float* topk_w, const RouterBalance& balance, int tokens, int experts, int k, float aux_coef,
                      float z_coef, const RouterScoring& scoring, const float* logits, int total_tokens) {
   if (tokens == 0) return;
   MOE4D_CHECK_MSG(!scoring.sigmoid || logits != nullptr, "sigmoid router backward needs the logits");
+  MOE4D_CHECK(balance.groups > 0 && tokens % balance.groups == 0 && balance.tokens > 0);
+  const int run = tokens / balance.groups;
   const double all = total_tokens > 0 ? total_tokens : tokens;
-  const float aux_scale = static_cast<float>(static_cast<double>(aux_coef) * experts / (all * all * k));
+  const float aux_scale = static_cast<float>(static_cast<double>(aux_coef) * balance.weight * experts /
+                                             (balance.tokens * balance.tokens * k));
   const float z_scale = 2.0f * z_coef / static_cast<float>(all);
   for (int t = 0; t < tokens; ++t) {
     const float* p = scores + static_cast<int64_t>(t) * experts;
+    const float* counts = balance.counts + static_cast<int64_t>(t / run) * experts;
     float* dl = dlogits + static_cast<int64_t>(t) * experts;  // holds dp until the score step
     if (scoring.sigmoid) {
       float total = 0.0f, fq = 0.0f;
@@ -158,9 +205,9 @@ void router_backward(float* dlogits, const float* dtopk_w, const float* scores, 
           gw += g[j] * w[j];
         }
         if (picked > 0.0f)  // see router_forward: zero weights carry no gradient
-          for (int j = 0; j < k; ++j) dl[idx[j]] += (g[j] - gw) / picked;
+          for (int j = 0; j < k; ++j) dl[idx[j]] += (scoring.scaling * g[j] - gw) / picked;
       } else {
-        for (int j = 0; j < k; ++j) dl[idx[j]] += g[j];
+        for (int j = 0; j < k; ++j) dl[idx[j]] += scoring.scaling * g[j];
       }
     }
     const float z = z_scale * lse[t];

@@ -29,6 +29,7 @@ struct MoeSaved {
   int* topk_idx;       // [T, k]
   float* topk_w;       // [T, k]
   int* counts;         // [E] of all T tokens
+  RouterBalance balance;  // what the load-balancing loss balances against (balance_statistics)
   int* row_slot;       // [T * k]
   int* slot_row;       // [T * k]
   float* xr;           // [R, d] rows at this rank's experts, grouped by local expert
@@ -65,7 +66,12 @@ MoeBlock::MoeBlock(int layer, const ModelConfig& model, ParallelContext& pc, Par
       local_experts_(model.moe.num_experts / pc.ep_size()),
       local_slots_((model.moe.num_experts + redundant_slots(model, pc)) / pc.ep_size()),
       top_k_(model.moe.top_k),
-      scoring_{.sigmoid = model.moe.score_function == RouterScore::kSigmoid, .normalize = model.moe.normalize_top_k},
+      scoring_{.sigmoid = model.moe.score_function == RouterScore::kSigmoid,
+               .normalize = model.moe.normalize_top_k,
+               .groups = model.moe.num_groups,
+               .group_topk = model.moe.group_topk,
+               .scaling = static_cast<float>(model.moe.routed_scaling_factor)},
+      balancing_(model.moe.load_balancing_type),
       capacity_factor_(model.moe.capacity_factor),
       aux_coeff_(static_cast<float>(model.moe.aux_loss_coeff)),
       z_coeff_(static_cast<float>(model.moe.z_loss_coeff)),
@@ -238,6 +244,43 @@ void MoeBlock::experts_backward_weights(const ExpertExchangePlan& plan, const fl
   }
 }
 
+RouterBalance MoeBlock::balance_statistics(const int* counts, const int* topk_idx, Arena& keep,
+                                           BlockContext& ctx) const {
+  const int T = ctx.tokens(), E = experts_, k = top_k_;
+  if (balancing_ == LoadBalancing::kSeqAuxLoss) {
+    // Per sequence: the counts of its own tokens (sequence b's rows are b*seq .. (b+1)*seq-1 of the
+    // gathered decisions, and the run of b in every rank's rows), averaged over the sequences.
+    float* c = keep.alloc_f32(size_t(ctx.batch) * E);
+    std::fill_n(c, size_t(ctx.batch) * E, 0.0f);
+    for (int64_t slot = 0; slot < int64_t(T) * k; ++slot) c[slot / (int64_t(ctx.seq) * k) * E + topk_idx[slot]] += 1.0f;
+    return {.counts = c, .groups = ctx.batch, .tokens = double(ctx.seq), .weight = 1.0 / ctx.batch};
+  }
+  float* c = keep.alloc_f32(E);
+  for (int e = 0; e < E; ++e) c[e] = float(counts[e]);
+  // Global batch (training forwards only; evaluation records no statistics and runs no backward):
+  // this micro-batch's counts summed over the data replicas, averaged with those of the step's
+  // earlier micro-batches (Megatron-Core's global_aux_loss). Every replica then holds the same
+  // statistics of N = replicas x T tokens, and its rows' share times `replicas` is the loss that
+  // grad_scale = 1 / (replicas x micro-batches) weights as one micro-batch's.
+  if (balancing_ != LoadBalancing::kGlobalAuxLoss || !ctx.moe_stats) return micro_batch_balance(c, T);
+  const int replicas = ctx.pc.dp_ep->size();
+  if (replicas > 1) ctx.pc.dp_ep->all_reduce(c, size_t(E));
+  const int earlier = stats_slot(ctx).micro_batches;  // this step's micro-batches before this one
+  if (earlier == 0) global_counts_.assign(size_t(E), 0.0);
+  for (int e = 0; e < E; ++e) {
+    global_counts_[size_t(e)] += c[e];
+    c[e] = float(global_counts_[size_t(e)] / (earlier + 1));
+  }
+  return {.counts = c, .groups = 1, .tokens = double(T) * replicas, .weight = double(replicas)};
+}
+
+MoeLayerStats& MoeBlock::stats_slot(const BlockContext& ctx) const {
+  auto slot = std::find_if(ctx.moe_stats->begin(), ctx.moe_stats->end(),
+                           [&](const MoeLayerStats& candidate) { return candidate.layer == layer_; });
+  MOE4D_CHECK_MSG(slot != ctx.moe_stats->end(), "no stats slot for MoE layer {}", layer_);
+  return *slot;
+}
+
 void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) const {
   const int T = ctx.tokens(), n = ctx.shard_tokens(), d = hidden_, f = local_ffn_, E = experts_, k = top_k_;
   const bool sharded = ctx.sequence_sharded();
@@ -274,6 +317,8 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
     sp_all_gather(ctx, s->my_w, s->topk_w, k);
   }
   ctx.backend().router_expert_counts(s->counts, s->topk_idx, T, E, k);
+  ctx.backend().synchronize();  // the host reads the routing decisions
+  s->balance = balance_statistics(s->counts, s->topk_idx, keep, ctx);
   // Replica weights (once per step) travel while the rows are planned and dispatched, unless the
   // trainer's prefetch already started them (waited for before the GEMMs). When this call starts the
   // fetch it copies the home weights, which ZeRO-3 gathers for it (model/layer_hooks.h).
@@ -341,17 +386,13 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
   ctx.backend().axpy(x_out, x_in, 1.0f, int64_t(n) * d);
 
   if (ctx.moe_stats) {
-    ctx.backend().synchronize();  // the host reads the routing counts
-    MoeLayerStats* st = nullptr;
-    for (MoeLayerStats& candidate : *ctx.moe_stats)
-      if (candidate.layer == layer_) st = &candidate;
-    MOE4D_CHECK_MSG(st != nullptr, "no stats slot for MoE layer {}", layer_);
+    MoeLayerStats* st = &stats_slot(ctx);
     for (int e = 0; e < E; ++e) st->tokens_per_expert[e] += s->counts[e];
     st->routed_slots += double(T) * k;
     st->dropped_slots += double(T) * k - rows;
     // This rank's rows' shares of the losses (all of them without a shard), summed over TP so that
     // every TP rank records the TP run's values.
-    double losses[2] = {ctx.backend().router_aux_loss(s->probs, s->counts, n, E, k, scoring_, T),
+    double losses[2] = {ctx.backend().router_aux_loss(s->probs, s->balance, n, E, k, scoring_),
                         ctx.backend().router_z_loss(s->lse, n, T)};
     if (sharded) ctx.pc.tp->all_reduce(losses, 2, DType::kF64);
     st->aux_loss += losses[0];
@@ -434,7 +475,7 @@ void MoeBlock::backward(float* dx, const float* x_in, const void* saved, BlockCo
   // The router's backward on the rows it routed: with the counts and token count of all T tokens,
   // a shard's dlogits are the whole micro-batch's loss gradient on its rows (kernels/router.h).
   float* dlogits = ctx.scratch.alloc_f32(size_t(n) * E);
-  ctx.backend().router_backward(dlogits, my_dtopk_w, s->probs, s->lse, s->my_idx, s->my_w, s->counts, n, E, k,
+  ctx.backend().router_backward(dlogits, my_dtopk_w, s->probs, s->lse, s->my_idx, s->my_w, s->balance, n, E, k,
                                 aux_coeff_ * ctx.grad_scale, z_coeff_ * ctx.grad_scale, scoring_, s->logits, T);
   if (sharded) {
     // Its input gradient is complete on this rank's rows; its weight gradient covers only this

@@ -25,6 +25,12 @@
 // shards sum over TP to the TP run's losses, and the router weight gradient, computed from the
 // shard, is summed over TP like the norm weights'.
 //
+// Balance statistics (moe.load_balancing_type, docs/moe.md §4): the aux loss balances each
+// micro-batch's counts, each sequence's (a run of rows per sequence on every rank, also under
+// sequence parallelism), or the global batch's: the counts summed over the DP x EP replicas in the
+// forward (one E-float all-reduce per MoE layer and micro-batch) and averaged over the step's
+// micro-batches so far, each replica's share weighted by the replica count.
+//
 // Capacity (capacity_factor set) is applied per source rank before dispatch, as in GShard: each
 // data replica keeps at most ceil(T * k / E * cf) of its own T tokens' slots per expert.
 //
@@ -87,6 +93,10 @@ class MoeBlock {
 
  private:
   int capacity(int tokens) const;
+  // The statistics the load-balancing loss of this micro-batch balances against (moe.load_balancing_type),
+  // in `keep`; counts / topk_idx of all T tokens. Global: reduces the counts over the data replicas.
+  RouterBalance balance_statistics(const int* counts, const int* topk_idx, Arena& keep, BlockContext& ctx) const;
+  MoeLayerStats& stats_slot(const BlockContext& ctx) const;  // this layer's slot of ctx.moe_stats
   // The GEMM of weight `which` (0 w1, 1 w3, 2 w2) of this rank's local slot: a home expert's slice of
   // the parameter, or a replica slot's own buffers.
   BlockGemm slot_gemm(int local_slot, int which, int first_expert) const;
@@ -113,6 +123,7 @@ class MoeBlock {
   int layer_;
   int hidden_, local_ffn_, local_shared_ffn_, experts_, local_experts_, local_slots_, top_k_;
   RouterScoring scoring_;
+  LoadBalancing balancing_;
   std::optional<double> capacity_factor_;
   float aux_coeff_, z_coeff_;
   int norm_id_, router_id_, w1_id_, w3_id_, w2_id_;
@@ -120,6 +131,9 @@ class MoeBlock {
   ExpertExchange exchange_;
   std::vector<float> router_bias_;
   std::unique_ptr<ExpertReplicas> replicas_;  // null: no redundant experts
+  // Global-batch balancing: the step's counts so far, summed over the replicas (reset by the first
+  // micro-batch of a step, told by its empty statistics slot).
+  mutable std::vector<double> global_counts_;
 };
 
 }  // namespace moe4d

@@ -164,6 +164,14 @@ void validate_layout(const ModelConfig& model, const ParallelConfig& p, int64_t 
            R, fit.most, fit.most);
   }
 
+  // The global-batch statistics are a running sum over the step's forwards; a full recompute's second
+  // forward of a micro-batch comes after later micro-batches' and could not rebuild its statistics.
+  if (model.is_moe() && model.moe.load_balancing_type == LoadBalancing::kGlobalAuxLoss &&
+      p.recompute == RecomputeGranularity::kFull)
+    fail("moe.load_balancing_type global_aux_loss cannot be combined with recompute full (a recomputed forward "
+         "cannot rebuild the step's running expert counts); use recompute selective or none, or aux_loss / "
+         "seq_aux_loss");
+
   check_pipeline(model, p);
 
   require_positive("global_batch_size", global_batch_size);

@@ -144,4 +144,27 @@ double collective_seconds(const ClusterSpec& c, Collective coll, const GroupSpan
   return flat;
 }
 
+// Group-limited routing's reach (formulas in plan/comm_model.h).
+RoutedNodes routed_nodes_per_token(int top_k, int num_groups, int group_topk, int ep_nodes) {
+  const int n = std::max(1, ep_nodes);
+  // Expected distinct nodes hit by k uniform picks over `eligible` nodes (with replacement).
+  auto spread = [&](int eligible) { return eligible * (1 - std::pow(1 - 1.0 / eligible, top_k)); };
+  double distinct = spread(n);
+  int most = std::min(top_k, n);
+  if (num_groups > 1 && num_groups % n == 0) {
+    // Whole groups per node: the token's min(group_topk, k) groups on distinct nodes out of n.
+    const int g = num_groups, per_node = g / n, m = std::min(group_topk, top_k);
+    double none_on_node = 1;  // P(a given node holds none of the m groups) = C(g - per_node, m) / C(g, m)
+    for (int i = 0; i < m; ++i) none_on_node *= std::max(0.0, double(g - per_node - i) / (g - i));
+    distinct = n * (1 - none_on_node);
+    most = std::min(most, m);
+  } else if (num_groups > 1 && n % num_groups == 0) {
+    // A group spans n / num_groups nodes: the picks spread over group_topk of those spans.
+    const int eligible = group_topk * (n / num_groups);
+    distinct = spread(eligible);
+    most = std::min(most, eligible);
+  }
+  return {most, distinct * (n - 1) / n};
+}
+
 }  // namespace moe4d

@@ -53,4 +53,20 @@ double straggler_factor(double sigma, int ranks);
 // Time of `collective` over `group` moving `bytes`; 0 for a group of one rank.
 double collective_seconds(const ClusterSpec& cluster, Collective collective, const GroupSpan& group, double bytes);
 
+// The nodes one token's top_k routed picks reach when the EP group spans `ep_nodes` nodes and the
+// experts' num_groups groups lie in order over them (expert e on EP rank e / (E / ep), so with
+// num_groups a multiple of ep_nodes each node holds whole groups: DeepSeek-V3's node-limited
+// routing when num_groups = ep_nodes). Group-limited routing (group_topk of num_groups) lets a
+// token reach at most `most` nodes (group_topk, or group_topk x the nodes a group spans); `remote`
+// is the expected number of nodes other than the token's own, with the picks spread uniformly over
+// the experts it may use — what a dispatch that sends a token once per destination node (DeepEP,
+// hierarchical dispatch) moves over the NICs per token, in token rows. Without groups:
+// (N - 1)(1 - (1 - 1/N)^k). A per-slot all-to-all moves (N - 1) / N of the k picks off-node
+// either way. Groups not aligned with nodes are counted as without a limit.
+struct RoutedNodes {
+  int most = 1;
+  double remote = 0;
+};
+RoutedNodes routed_nodes_per_token(int top_k, int num_groups, int group_topk, int ep_nodes);
+
 }  // namespace moe4d

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "config/config_loader.h"
+#include "config/config_names.h"
 #include "core/error.h"
 #include "plan/param_count.h"
 
@@ -32,6 +34,41 @@ std::string megatron_layer_pattern(const ModelConfig& m) {
 // A shell word for a value a user sets per node: "${NAME:?message}" stops the command with the message
 // when NAME is unset.
 std::string required_env(const char* name, const char* what) { return fmt::format("\"${{{}:?{}}}\"", name, what); }
+
+// The router and balancing flags of a DeepSeek-V3-style router, as Megatron-Core's TransformerConfig
+// fields (megatron/core/transformer/transformer_config.py) name them.
+void megatron_router_args(const ModelConfig& m, const std::function<void(const std::string&, const std::string&)>& arg) {
+  const MoeConfig& moe = m.moe;
+  if (moe.num_groups > 1) {
+    arg("--moe-router-num-groups", std::to_string(moe.num_groups));
+    arg("--moe-router-group-topk", std::to_string(moe.group_topk));
+  }
+  if (moe.routed_scaling_factor != 1.0)
+    arg("--moe-router-topk-scaling-factor", fmt::format("{}", moe.routed_scaling_factor));
+  if (moe.router_bias_update_rate > 0 && moe.score_function == RouterScore::kSigmoid) {
+    arg("--moe-router-enable-expert-bias", "");
+    arg("--moe-router-bias-update-rate", fmt::format("{}", moe.router_bias_update_rate));
+  }
+  arg("--moe-router-load-balancing-type",
+      std::string(config_names::name_of(config_names::kLoadBalancingNames, moe.load_balancing_type)));
+}
+
+// Header comments on where those flags do not mean what moe4d runs.
+std::string megatron_router_notes(const ModelConfig& m) {
+  const MoeConfig& moe = m.moe;
+  std::string out;
+  if (moe.num_groups > 1 && moe.top_k != 2 * moe.group_topk)
+    out += fmt::format("# Megatron-Core scores an expert group by the sum of its top top_k / group_topk = {} scores, "
+                       "moe4d (and HF DeepSeek-V3) by its top 2: the routing differs unless top_k = 2 x group_topk.\n",
+                       moe.top_k / moe.group_topk);
+  if (moe.router_bias_update_rate > 0 && moe.score_function != RouterScore::kSigmoid)
+    out += "# The aux-loss-free selection bias with softmax scores cannot be expressed: Megatron-Core's expert bias "
+           "needs --moe-router-score-function sigmoid.\n";
+  if (moe.load_balancing_type == LoadBalancing::kGlobalAuxLoss)
+    out += "# global_aux_loss: Megatron-Core averages the router gradient over DP after each rank attaches its share, "
+           "so its coefficient acts as coeff / DP on the logged loss; moe4d's applies to the logged loss.\n";
+  return out;
+}
 
 }  // namespace
 
@@ -219,6 +256,7 @@ std::string export_megatron(const PlanContext& ctx, const Layout& l, const std::
     out += fmt::format("# Rank order {} cannot be expressed: Megatron-LM fixes tp-cp-ep-dp-pp.\n", rank_order_string(l.order));
   if (l.schedule == PipelineSchedule::kGPipe && l.pp > 1)
     out += "# Megatron-LM has no GPipe schedule; it runs this layout with 1F1B.\n";
+  if (m.is_moe()) out += megatron_router_notes(m);
   if (required && !l.sequence_parallel)
     out += "# --sequence-parallel: Megatron-Core refuses MoE with TP > 1 without it (MoELayer.forward raises). This\n"
            "# layout was planned without it: Megatron's activation memory is below the plan's (sp=1 plans it with).\n";
@@ -321,7 +359,7 @@ std::string export_megatron(const PlanContext& ctx, const Layout& l, const std::
     }
     arg("--moe-router-dtype", "fp32");  // moe4d scores the router in fp32
     arg("--moe-token-dispatcher-type", "alltoall");
-    arg("--moe-router-load-balancing-type", "aux_loss");
+    megatron_router_args(m, arg);
     if (m.moe.capacity_factor) arg("--moe-expert-capacity-factor", fmt::format("{}", *m.moe.capacity_factor));
     arg("--moe-aux-loss-coeff", fmt::format("{}", m.moe.aux_loss_coeff));
     if (m.moe.z_loss_coeff > 0) arg("--moe-z-loss-coeff", fmt::format("{}", m.moe.z_loss_coeff));

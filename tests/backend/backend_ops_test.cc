@@ -282,30 +282,38 @@ TEST(BackendOps, Router) {
     int tokens, experts, k;
     bool sigmoid, normalize, bias;
     int total;
+    int groups = 1, group_topk = 1;
+    float scaling = 1.0f;
   };
   for (const Case c : {Case{13, 8, 2, false, true, false, 0}, Case{13, 8, 2, true, true, true, 0},
                        Case{9, 5, 1, false, false, false, 0}, Case{7, 6, 3, true, false, true, 21},
-                       Case{1, 3, 3, false, true, false, 0}}) {
-    const RouterScoring scoring{.sigmoid = c.sigmoid, .normalize = c.normalize};
+                       Case{1, 3, 3, false, true, false, 0}, Case{13, 8, 3, true, true, true, 0, 4, 2, 2.5f},
+                       Case{11, 12, 4, false, false, true, 22, 3, 2, 0.7f}}) {
+    const RouterScoring scoring{.sigmoid = c.sigmoid,
+                                .normalize = c.normalize,
+                                .groups = c.groups,
+                                .group_topk = c.group_topk,
+                                .scaling = c.scaling};
     const Vec logits = rnd(size_t(c.tokens) * c.experts, 22, -3.0f, 3.0f);
     const Vec bias = rnd(size_t(c.experts), 23, -0.2f, 0.2f), dtopk = rnd(size_t(c.tokens) * c.k, 24);
     compare(
-        fmt::format("router t{} e{} k{} sigmoid {} normalize {} bias {} total {}", c.tokens, c.experts, c.k, c.sigmoid,
-                    c.normalize, c.bias, c.total),
+        fmt::format("router t{} e{} k{} sigmoid {} normalize {} bias {} total {} groups {}/{} scaling {}", c.tokens,
+                    c.experts, c.k, c.sigmoid, c.normalize, c.bias, c.total, c.group_topk, c.groups, c.scaling),
         [&](Backend& be) {
           Vec scores(logits.size()), lse(size_t(c.tokens)), w(size_t(c.tokens) * c.k);
           Ints idx(size_t(c.tokens) * c.k), counts(size_t(c.experts));
           be.router_forward(scores.data(), lse.data(), idx.data(), w.data(), logits.data(),
                             c.bias ? bias.data() : nullptr, c.tokens, c.experts, c.k, scoring);
           be.router_expert_counts(counts.data(), idx.data(), c.tokens, c.experts, c.k);
-          const float aux =
-              be.router_aux_loss(scores.data(), counts.data(), c.tokens, c.experts, c.k, scoring, c.total);
+          const Vec fcounts(counts.begin(), counts.end());
+          const RouterBalance balance = micro_batch_balance(fcounts.data(), c.total > 0 ? c.total : c.tokens);
+          const float aux = be.router_aux_loss(scores.data(), balance, c.tokens, c.experts, c.k, scoring);
           const float z = be.router_z_loss(lse.data(), c.tokens, c.total);
           Vec dl(logits.size()), dl_no_upstream(logits.size());
-          be.router_backward(dl.data(), dtopk.data(), scores.data(), lse.data(), idx.data(), w.data(), counts.data(),
+          be.router_backward(dl.data(), dtopk.data(), scores.data(), lse.data(), idx.data(), w.data(), balance,
                              c.tokens, c.experts, c.k, 0.01f, 0.001f, scoring, logits.data(), c.total);
           be.router_backward(dl_no_upstream.data(), nullptr, scores.data(), lse.data(), idx.data(), w.data(),
-                             counts.data(), c.tokens, c.experts, c.k, 0.01f, 0.001f, scoring, logits.data(), c.total);
+                             balance, c.tokens, c.experts, c.k, 0.01f, 0.001f, scoring, logits.data(), c.total);
           return Outputs{scores, lse, as_floats(idx), w, as_floats(counts), {aux, z}, dl, dl_no_upstream};
         },
         kF32);

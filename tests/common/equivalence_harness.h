@@ -159,8 +159,11 @@ inline void train_lock_step(const Config& config, Trainer* reference, bool refer
 }
 
 // `config` carries the layout in config.parallel (micro_batch_num per replica). Collective over
-// MPI_COMM_WORLD, whose size must be the layout's world size.
-inline EquivalenceRun run_equivalence(const Config& config, int steps) {
+// MPI_COMM_WORLD, whose size must be the layout's world size. reference_micro_batches > 0: the
+// reference splits the same global batch into that many micro-batches instead (e.g. 1 with one
+// micro-batch per replica: the reference's micro-batch is the union of the replicas' — what
+// statistics reduced over the replicas, like the global-batch balance loss, must reproduce).
+inline EquivalenceRun run_equivalence(const Config& config, int steps, int reference_micro_batches = 0) {
   auto world = MpiCommunicator::world(CommOptions{.timeout_seconds = config.parallel.collective_timeout});
   EXPECT_EQ(world->size(), config.parallel.world_size()) << "run this suite under mpirun -np "
                                                          << config.parallel.world_size();
@@ -168,7 +171,9 @@ inline EquivalenceRun run_equivalence(const Config& config, int steps) {
   out.rank = world->rank();
   Config single = config;
   single.parallel = ParallelConfig{};
-  single.parallel.micro_batch_num = config.parallel.micro_batch_num * config.parallel.data_replicas();
+  single.parallel.micro_batch_num = reference_micro_batches > 0
+                                        ? reference_micro_batches
+                                        : config.parallel.micro_batch_num * config.parallel.data_replicas();
   single.parallel.recompute = config.parallel.recompute;
   std::unique_ptr<ParallelContext> local;
   std::unique_ptr<Trainer> reference;

@@ -189,6 +189,37 @@ TEST(ConfigErrors, ExpertReplicationKeys) {
   EXPECT_EQ(c.model.moe.rebalance_interval, 10);
 }
 
+TEST(ConfigErrors, GroupLimitedRoutingKeys) {
+  const std::string moe = "  seq_length: 32\n  moe:\n    num_experts: 8\n    top_k: 3\n";
+  const auto with = [&](const std::string& keys) { return minimal_with("  seq_length: 32\n", moe + keys); };
+  EXPECT_EQ(error_of(with("    num_groups: 3\n    group_topk: 2\n")),
+            "demo.yaml:11: model.moe.num_groups: expected a divisor of num_experts = 8 leaving at least 2 experts per "
+            "group, got '3'");
+  EXPECT_EQ(error_of(with("    num_groups: 8\n    group_topk: 2\n")),
+            "demo.yaml:11: model.moe.num_groups: expected a divisor of num_experts = 8 leaving at least 2 experts per "
+            "group, got '8'");
+  EXPECT_EQ(error_of(with("    num_groups: 4\n    group_topk: 1\n")),
+            "demo.yaml:12: model.moe.group_topk: expected an integer in [1, num_groups = 4] whose groups hold at least "
+            "top_k = 3 experts, got '1'");
+  EXPECT_EQ(error_of(with("    num_groups: 4\n    group_topk: 5\n")),
+            "demo.yaml:12: model.moe.group_topk: expected an integer in [1, num_groups = 4] whose groups hold at least "
+            "top_k = 3 experts, got '5'");
+  EXPECT_EQ(error_of(with("    group_topk: 2\n")),
+            "demo.yaml:11: model.moe.group_topk: only applies with model.moe.num_groups > 1, expected 1 without it");
+  EXPECT_EQ(error_of(with("    routed_scaling_factor: 0\n")),
+            "demo.yaml:11: model.moe.routed_scaling_factor: expected a positive number, got '0'");
+  EXPECT_EQ(error_of(with("    load_balancing_type: sinkhorn\n")),
+            "demo.yaml:11: model.moe.load_balancing_type: expected one of aux_loss, seq_aux_loss, global_aux_loss, "
+            "got 'sinkhorn'");
+  const Config c = parse_config(with("    num_groups: 4\n    group_topk: 2\n    routed_scaling_factor: 2.5\n"
+                                     "    load_balancing_type: seq_aux_loss\n"),
+                                "moe.yaml");
+  EXPECT_EQ(c.model.moe.num_groups, 4);
+  EXPECT_EQ(c.model.moe.group_topk, 2);
+  EXPECT_EQ(c.model.moe.routed_scaling_factor, 2.5);
+  EXPECT_EQ(c.model.moe.load_balancing_type, LoadBalancing::kSeqAuxLoss);
+}
+
 TEST(ConfigLoader, ModelOptionDefaultsAreTheReferenceModel) {
   const std::string moe = "  seq_length: 32\n  moe:\n    num_experts: 4\n";
   Config c = parse_config(minimal_with("  seq_length: 32\n", moe + "    shared_experts: 1\n"), "moe.yaml");
@@ -349,7 +380,8 @@ TEST(ConfigErrors, UnknownKeyAtThreeLevels) {
             "demo.yaml:10: model.moe.topk: unknown key (expected one of: num_experts, top_k, layer_freq, "
             "capacity_factor, aux_loss_coeff, z_loss_coeff, router_bias_update_rate, a2a_chunks, "
             "first_dense_layers, expert_ffn_hidden_size, shared_experts, shared_expert_ffn_hidden_size, "
-            "score_function, normalize_top_k, redundant_experts, rebalance_interval)");
+            "score_function, normalize_top_k, num_groups, group_topk, routed_scaling_factor, load_balancing_type, "
+            "redundant_experts, rebalance_interval)");
 }
 
 TEST(ConfigErrors, RepeatedKey) {

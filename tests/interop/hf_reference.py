@@ -6,8 +6,9 @@ RMSNorm x * rsqrt(mean(x^2) + eps) * w, RoPE by rotate_half with inv_freq = thet
 and absolute positions, grouped-query attention by repeat_kv (query head h reads key/value head
 h // (heads / kv_heads)), causal softmax attention scaled by head_dim^-0.5, Mixtral's softmax router
 (top-k, renormalised), GLM-4-MoE's sigmoid router (selection by score + e_score_correction_bias,
-weights = scores of the picks, optionally renormalised, times routed_scaling_factor) plus its shared
-experts, and its first_k_dense_replace dense layers. Computed in float64 as a reference.
+among the topk_group of n_group expert groups with the best top-2 sums, weights = scores of the
+picks, optionally renormalised, times routed_scaling_factor) plus its shared experts, and its
+first_k_dense_replace dense layers. Computed in float64 as a reference.
 
 The folder is read with a few lines of Python (no safetensors package): 8-byte little-endian
 header length, JSON header, raw little-endian data.
@@ -93,7 +94,7 @@ class HfReference:
         self.rotate = rotate_half
         if self.arch == "Glm4MoeForCausalLM":
             assert c.get("partial_rotary_factor", 0.5) == 1.0 and not c.get("use_qk_norm", False)
-            assert not c.get("attention_bias", False) and c.get("n_group", 1) == 1
+            assert not c.get("attention_bias", False)
 
     def attention(self, x, p):
         S = x.shape[0]
@@ -138,6 +139,14 @@ class HfReference:
         c = self.config
         scores = torch.sigmoid(x @ self.t[p + "gate.weight"].T)
         choice = scores + self.t[p + "gate.e_score_correction_bias"]
+        groups, topk_group = c.get("n_group", 1), c.get("topk_group", 1)
+        if groups > 1:  # Glm4MoeMoE.route_tokens_to_experts: the topk_group groups with the best top-2 sums
+            group_scores = choice.view(-1, groups, scores.shape[1] // groups).topk(2, dim=-1)[0].sum(dim=-1)
+            group_idx = torch.topk(group_scores, k=topk_group, dim=-1)[1]
+            group_mask = torch.zeros_like(group_scores).scatter_(1, group_idx, 1)
+            allowed = group_mask.repeat_interleave(scores.shape[1] // groups, dim=1).bool()
+            # HF masks with 0.0, not -inf: the same picks unless a bias pushes an allowed score below 0.
+            choice = choice.masked_fill(~allowed, 0.0)
         picks = torch.topk(choice, self.top_k, dim=-1)[1]
         weights = scores.gather(1, picks)
         if c.get("norm_topk_prob", True):

@@ -5,6 +5,7 @@ loss within 1e-5 relative and `moe4d generate --temperature 0`'s 32 greedy token
 usage: hf_reference_test.py MOE4D MPIEXEC WORKDIR VARIANT
   VARIANT mixtral_gqa: GQA, all layers MoE, softmax top-k -> MixtralForCausalLM
           glm_shared:  a dense first layer, shared experts, sigmoid scores + routing bias -> Glm4MoeForCausalLM
+          glm_grouped: glm_shared with group-limited routing and a scaling factor -> Glm4MoeForCausalLM
 Along the way: generate with and without the KV cache gives the same tokens, eval on 2 MPI ranks
 (EP 2) gives the single-rank loss, and import of the folder gives back the checkpoint's tensors.
 Exits 77 (CTest: skipped) without python3-torch.
@@ -59,8 +60,25 @@ model:
         shared_experts: 2, score_function: sigmoid, normalize_top_k: true, capacity_factor: null,
         aux_loss_coeff: 0.0, router_bias_update_rate: 0.01}
 """,
+    # DeepSeek-V3-style routing: 8 experts in 4 groups, top-3 from the best 2 groups, weights scaled by
+    # 2.5, sigmoid scores with the bias, a sequence-wise balance loss: Glm4MoeForCausalLM's n_group,
+    # topk_group, routed_scaling_factor.
+    "glm_grouped": """
+model:
+  vocab_size: 320
+  hidden_size: 32
+  num_layers: 3
+  num_heads: 4
+  num_kv_heads: 2
+  ffn_hidden_size: 48
+  seq_length: 48
+  moe: {num_experts: 8, top_k: 3, layer_freq: 1, first_dense_layers: 1, expert_ffn_hidden_size: 16,
+        shared_experts: 1, score_function: sigmoid, normalize_top_k: true, capacity_factor: null,
+        num_groups: 4, group_topk: 2, routed_scaling_factor: 2.5, load_balancing_type: seq_aux_loss,
+        aux_loss_coeff: 0.001, router_bias_update_rate: 0.01}
+""",
 }
-ARCH = {"mixtral_gqa": "MixtralForCausalLM", "glm_shared": "Glm4MoeForCausalLM"}
+ARCH = {"mixtral_gqa": "MixtralForCausalLM", "glm_shared": "Glm4MoeForCausalLM", "glm_grouped": "Glm4MoeForCausalLM"}
 
 
 def run(cmd, **kw):
@@ -141,7 +159,7 @@ checkpoint: {{dir: {work}/ckpt, interval: 0, keep: 1}}
         failures.append(f"eval on EP2 {ev2['loss']} vs single rank {ev['loss']}")
     if gen["ids"] != ref_ids:
         failures.append("greedy tokens differ from the reference")
-    if variant == "glm_shared":
+    if variant in ("glm_shared", "glm_grouped"):
         bias = [b for n, t in model.t.items() if n.endswith("e_score_correction_bias") for b in t.tolist()]
         if not any(b != 0 for b in bias):
             failures.append("the trained router bias did not reach e_score_correction_bias (all zero)")

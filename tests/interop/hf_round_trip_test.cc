@@ -198,13 +198,49 @@ TEST_F(HfRoundTripTest, RefusesWhatNoArchitectureExpresses) {
   Config alternating = mixtral_config();
   alternating.model.moe.layer_freq = 2;
   EXPECT_NE(message(alternating, 0.0, "c").find("layer_freq 2"), std::string::npos);
-  EXPECT_FALSE(fs::exists(root_ + "/a") || fs::exists(root_ + "/b") || fs::exists(root_ + "/c"));
+  Config grouped_softmax = mixtral_config();  // Mixtral has no groups; GLM-4-MoE's need sigmoid scores
+  grouped_softmax.model.moe.num_groups = 2;
+  grouped_softmax.model.moe.group_topk = 1;
+  EXPECT_NE(message(grouped_softmax, 0.0, "d").find("group-limited routing"), std::string::npos);
+  EXPECT_FALSE(fs::exists(root_ + "/a") || fs::exists(root_ + "/b") || fs::exists(root_ + "/c") ||
+               fs::exists(root_ + "/d"));
 
   // An existing, non-empty output directory is never overwritten.
   fs::create_directories(root_ + "/taken");
   std::ofstream(root_ + "/taken/keep.txt") << "mine";
   EXPECT_NE(message(mixtral_config(), 0.0, "taken").find("already exists and is not empty"), std::string::npos);
   EXPECT_TRUE(fs::exists(root_ + "/taken/keep.txt"));
+}
+
+// DeepSeek-V3-style routing (sigmoid, groups, scaling factor) travels as GLM-4-MoE's n_group,
+// topk_group and routed_scaling_factor, and comes back as the same model.
+TEST_F(HfRoundTripTest, GroupLimitedRoutingTravelsAsGlm4Moe) {
+  Config config = mixtral_config();
+  MoeConfig& moe = config.model.moe;
+  moe.num_experts = 8;
+  moe.top_k = 3;
+  moe.score_function = RouterScore::kSigmoid;
+  moe.num_groups = 4;
+  moe.group_topk = 2;
+  moe.routed_scaling_factor = 2.5;
+  export_hf({.checkpoint = write_checkpoint(config, 0.01), .output_dir = root_ + "/hf"});
+  nlohmann::json c = read_json(root_ + "/hf/config.json");
+  EXPECT_EQ(c["architectures"][0], "Glm4MoeForCausalLM");
+  EXPECT_EQ(c["n_group"], 4);
+  EXPECT_EQ(c["topk_group"], 2);
+  EXPECT_EQ(c["routed_scaling_factor"], 2.5);
+  const HfImportResult im =
+      import_hf({.input_dir = root_ + "/hf", .output = root_ + "/imported", .train_data = "train.bin"});
+  EXPECT_EQ(im.config.model, config.model);
+  // A config.json moe4d's routing cannot follow is refused, naming the key.
+  c["topk_group"] = 1;  // 1 group of 2 experts cannot hold 3 picks
+  std::ofstream(root_ + "/hf/config.json") << c.dump();
+  try {
+    import_hf({.input_dir = root_ + "/hf", .output = root_ + "/imported2", .train_data = "train.bin"});
+    FAIL() << "topk_group 1 with top-3 of groups of 2 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("\"topk_group\""), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(HfRoundTripTest, ImportRefusesUnsupportedConfig) {

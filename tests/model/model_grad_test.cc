@@ -214,6 +214,27 @@ TEST(ModelGradient, SigmoidRoutingMatchesFiniteDifferences) {
   }
 }
 
+// DeepSeek-V3 routing: sigmoid scores in 3 groups of 2 experts, top-3 from the best 2 groups, weights
+// scaled by 2.5, with each balance statistic (per micro-batch, per sequence, global: one rank's global
+// batch is its micro-batches so far).
+TEST(ModelGradient, GroupLimitedRoutingAndBalanceLossesMatchFiniteDifferences) {
+  for (LoadBalancing balancing : {LoadBalancing::kAuxLoss, LoadBalancing::kSeqAuxLoss, LoadBalancing::kGlobalAuxLoss}) {
+    SCOPED_TRACE(static_cast<int>(balancing));
+    ModelConfig cfg = tiny_config();
+    cfg.moe.num_experts = 6;
+    cfg.moe.top_k = 3;
+    cfg.moe.num_groups = 3;
+    cfg.moe.group_topk = 2;
+    cfg.moe.routed_scaling_factor = 2.5;
+    cfg.moe.score_function = RouterScore::kSigmoid;
+    cfg.moe.aux_loss_coeff = 0.5;  // large enough that a wrong balance gradient shows
+    cfg.moe.load_balancing_type = balancing;
+    TinyModel m(cfg);
+    spread_router(m, 100.0f);
+    check_gradients(m, 1e-2, 2e-2);
+  }
+}
+
 TEST(ModelGradient, SoftmaxWithoutRenormalisingMatchesFiniteDifferences) {
   ModelConfig cfg = tiny_config();
   cfg.moe.normalize_top_k = false;
@@ -242,6 +263,10 @@ TEST(ModelRecompute, FullAndSelectiveGiveIdenticalGradients) {
   options.moe.expert_ffn_hidden_size = 8;
   options.moe.shared_experts = 1;
   options.moe.score_function = RouterScore::kSigmoid;
+  options.moe.num_groups = 2;
+  options.moe.group_topk = 1;
+  options.moe.routed_scaling_factor = 2.5;
+  options.moe.load_balancing_type = LoadBalancing::kSeqAuxLoss;
   const std::vector<float> with_options = gradients_with(RecomputeGranularity::kNone, options);
   EXPECT_EQ(with_options, gradients_with(RecomputeGranularity::kFull, options));
   EXPECT_EQ(with_options, gradients_with(RecomputeGranularity::kSelective, options));

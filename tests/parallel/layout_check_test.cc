@@ -148,6 +148,22 @@ TEST(LayoutCheck, ExpertParallel) {
   EXPECT_TRUE(starts_with(experts, "num_experts 6 is not divisible by expert_parallel 4")) << experts;
 }
 
+// The global-batch balance statistics are a running sum that a full recompute's second forward could
+// not rebuild: refused with one line; selective recompute and the other statistics are fine.
+TEST(LayoutCheck, GlobalBalanceLossRefusesFullRecompute) {
+  ModelConfig m = moe_model();
+  m.moe.load_balancing_type = LoadBalancing::kGlobalAuxLoss;
+  ParallelConfig p = layout(2, 1, 1, 1);
+  EXPECT_EQ(error_of(m, p, 2, 2), "(no error)");
+  p.recompute = RecomputeGranularity::kSelective;
+  EXPECT_EQ(error_of(m, p, 2, 2), "(no error)");
+  p.recompute = RecomputeGranularity::kFull;
+  EXPECT_TRUE(starts_with(error_of(m, p, 2, 2),
+                          "moe.load_balancing_type global_aux_loss cannot be combined with recompute full"));
+  m.moe.load_balancing_type = LoadBalancing::kSeqAuxLoss;
+  EXPECT_EQ(error_of(m, p, 2, 2), "(no error)");
+}
+
 TEST(LayoutCheck, RedundantExperts) {
   ModelConfig m = moe_model();
   m.moe.num_experts = 4;

@@ -1,6 +1,8 @@
 // tests/plan/formulas_test.cc — every planner formula against values computed by hand.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "plan/bottleneck.h"
 #include "plan/comm_model.h"
 #include "plan/compute_model.h"
@@ -614,6 +616,34 @@ TEST(Bottleneck, RecomputeAdviceNamesOnlyWhatFits) {
   EXPECT_NE(why.find("recompute selective fits"), std::string::npos) << why;
   why = advice((full + selective) / 2);
   EXPECT_NE(why.find("lighter recompute does not fit (recompute selective needs"), std::string::npos) << why;
+}
+
+}  // namespace
+}  // namespace moe4d
+
+namespace moe4d {
+namespace {
+
+// Group-limited routing's reach, by hand: DeepSeek-V3 (256 experts in 8 groups, top-8 from 4 groups)
+// with EP over 8 nodes, one group per node: a token reaches at most 4 nodes; the 4 groups are 4
+// distinct nodes, the own node among them with probability 4/8, so 4 - 0.5 = 3.5 remote nodes,
+// against 7 (1 - (7/8)^8) = 4.595 for 8 unrestricted picks.
+TEST(CommModel, GroupLimitedRoutingBoundsTheNodesATokenReaches) {
+  const RoutedNodes ds = routed_nodes_per_token(8, 8, 4, 8);
+  EXPECT_EQ(ds.most, 4);
+  EXPECT_NEAR(ds.remote, 3.5, 1e-12);
+  const RoutedNodes free = routed_nodes_per_token(8, 1, 1, 8);
+  EXPECT_EQ(free.most, 8);
+  EXPECT_NEAR(free.remote, 7 * (1 - std::pow(7.0 / 8, 8)), 1e-12);
+  // Two groups per node (16 groups on 8 nodes), 4 of them: P(a node holds none) = C(14,4)/C(16,4)
+  // = 1001/1820, so 8 (1 - 1001/1820) distinct nodes, 7/8 of them remote.
+  EXPECT_NEAR(routed_nodes_per_token(8, 16, 4, 8).remote, 8 * (1 - 1001.0 / 1820) * 7 / 8, 1e-12);
+  // A group over two nodes (4 groups on 8 nodes), 2 of them: the 8 picks over 4 nodes.
+  const RoutedNodes wide = routed_nodes_per_token(8, 4, 2, 8);
+  EXPECT_EQ(wide.most, 4);
+  EXPECT_NEAR(wide.remote, 4 * (1 - std::pow(0.75, 8)) * 7 / 8, 1e-12);
+  // One node: nothing leaves it.
+  EXPECT_EQ(routed_nodes_per_token(8, 8, 4, 1).remote, 0);
 }
 
 }  // namespace

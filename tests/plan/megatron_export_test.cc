@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "plan/cluster_presets.h"
@@ -369,6 +370,49 @@ TEST(MegatronExport, CompleteCommandForTheCluster) {
   const std::string rounded = export_megatron(mixtral, parse_layout("dp=1,ep=8,tp=1,pp=1,mb=64", 512, 8));
   EXPECT_NE(rounded.find("is not an integer"), std::string::npos);
   EXPECT_EQ(parse_run(rounded).flags.at("--rotary-base"), "10000");
+}
+
+// DeepSeek-V3-style routing: group-limited, scaled, sigmoid with the expert bias, each balancing type,
+// and transformer_config.py __post_init__'s rules on them (group_topk needs num_groups, which divides
+// the experts, group_topk <= num_groups; the expert bias needs sigmoid scores).
+TEST(MegatronExport, DeepSeekRouterFlags) {
+  PlanContext ctx = context("moe-120b");
+  MoeConfig& moe = ctx.model.moe;
+  moe.top_k = 4;
+  moe.num_groups = 4;
+  moe.group_topk = 2;
+  moe.routed_scaling_factor = 2.5;
+  moe.score_function = RouterScore::kSigmoid;
+  moe.router_bias_update_rate = 0.001;
+  const Layout layout = parse_layout("dp=8,ep=8,tp=1,pp=1,mb=4", ctx.setup.global_batch, 64);
+  for (const auto& [type, name] : {std::pair{LoadBalancing::kAuxLoss, "aux_loss"},
+                                   std::pair{LoadBalancing::kSeqAuxLoss, "seq_aux_loss"},
+                                   std::pair{LoadBalancing::kGlobalAuxLoss, "global_aux_loss"}}) {
+    moe.load_balancing_type = type;
+    const std::string text = export_megatron(ctx, layout);
+    const MegatronRun r = parse_run(text);
+    expect_megatron_accepts(r, 64, true, std::string("deepseek routing ") + name);
+    EXPECT_EQ(r.flags.at("--moe-router-num-groups"), "4");
+    EXPECT_EQ(r.flags.at("--moe-router-group-topk"), "2");
+    EXPECT_EQ(num(r, "--num-experts") % num(r, "--moe-router-num-groups"), 0);
+    EXPECT_LE(num(r, "--moe-router-group-topk"), num(r, "--moe-router-num-groups"));
+    EXPECT_EQ(r.flags.at("--moe-router-topk-scaling-factor"), "2.5");
+    EXPECT_EQ(r.flags.at("--moe-router-score-function"), "sigmoid");
+    EXPECT_TRUE(r.flags.count("--moe-router-enable-expert-bias"));
+    EXPECT_EQ(r.flags.at("--moe-router-bias-update-rate"), "0.001");
+    EXPECT_EQ(r.flags.at("--moe-router-load-balancing-type"), name);
+    // top_k = 2 x group_topk: Megatron's group score (top top_k / group_topk) is moe4d's (top 2).
+    EXPECT_EQ(text.find("routing differs"), std::string::npos);
+  }
+  // Softmax scores: no expert bias flag (Megatron refuses it), a comment instead; another group score.
+  moe.score_function = RouterScore::kSoftmax;
+  moe.top_k = 2;
+  const std::string text = export_megatron(ctx, layout);
+  const MegatronRun r = parse_run(text);
+  expect_megatron_accepts(r, 64, true, "softmax with bias");
+  EXPECT_FALSE(r.flags.count("--moe-router-enable-expert-bias"));
+  EXPECT_NE(text.find("cannot be expressed"), std::string::npos);
+  EXPECT_NE(text.find("routing differs"), std::string::npos);
 }
 
 }  // namespace
