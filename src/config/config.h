@@ -80,6 +80,20 @@ struct ModelConfig {
   RopeScaling rope_scaling;
 
   bool is_mla() const { return mla.kv_lora_rank > 0; }
+  // Weights of one layer's attention projections that tensor parallelism splits by heads (W_qkv and
+  // W_o; under MLA q_b or q, kv_b and W_o), and those every TP rank holds whole (MLA's q_a, kv_a).
+  double attention_sharded_weights() const {
+    const double d = hidden_size, h = num_heads;
+    if (!is_mla()) return d * qkv_width() + d * d;
+    const double q_in = mla.q_lora_rank > 0 ? mla.q_lora_rank : d;
+    return q_in * h * mla.qk_head_dim() + mla.kv_lora_rank * h * (mla.qk_nope_head_dim + mla.v_head_dim) +
+           h * mla.v_head_dim * d;
+  }
+  double attention_replicated_weights() const {
+    return is_mla() ? double(hidden_size) * (mla.q_lora_rank + mla.kv_lora_rank + mla.qk_rope_head_dim) : 0.0;
+  }
+  // MLA's latent RMSNorm weights of one layer (q_a_norm, kv_a_norm); 0 without MLA.
+  double attention_latent_norm_weights() const { return is_mla() ? mla.q_lora_rank + mla.kv_lora_rank : 0.0; }
   int head_dim() const { return hidden_size / num_heads; }
   int kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
   // Columns of W_qkv: every query head plus a key and a value head per KV head.

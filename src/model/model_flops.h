@@ -13,17 +13,6 @@
 
 namespace moe4d {
 
-// The weights of one layer's attention projections.
-inline double attention_matmul_params(const ModelConfig& m) {
-  const double d = m.hidden_size;
-  if (!m.is_mla()) return d * m.qkv_width() + d * d;  // W_qkv [d, (h + 2 kvh) head_dim] + W_o [d, d]
-  const MlaConfig& a = m.mla;
-  const double h = m.num_heads, qk = a.qk_head_dim();
-  const double q = a.q_lora_rank > 0 ? d * a.q_lora_rank + a.q_lora_rank * h * qk : d * h * qk;
-  return q + d * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank * h * (a.qk_nope_head_dim + a.v_head_dim) +
-         h * a.v_head_dim * d;
-}
-
 // Training FLOPs of one layer's causal attention core per token (scores and weighted sum).
 inline double attention_core_flops_per_token(const ModelConfig& m) {
   if (!m.is_mla()) return 6.0 * m.seq_length * m.hidden_size;
@@ -34,7 +23,7 @@ inline double matmul_params_per_token(const ModelConfig& m) {
   const double d = m.hidden_size, f = m.ffn_hidden_size;
   double per_token = 0;
   for (int l = 0; l < m.num_layers; ++l) {
-    per_token += attention_matmul_params(m);
+    per_token += m.attention_sharded_weights() + m.attention_replicated_weights();
     if (m.is_moe_layer(l))
       per_token += m.moe.top_k * 3 * d * m.expert_ffn() + 3 * d * m.shared_ffn() + d * m.moe.num_experts;
     else

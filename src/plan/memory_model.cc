@@ -42,11 +42,22 @@ LayerActivations layer_activations(const ModelConfig& m, const TrainingSetup& se
   LayerActivations out;
   // Fused (flash) attention keeps one fp32 log-sum-exp per query row and head instead of the probabilities.
   out.probs = fused_attention ? b * (m.num_heads / t) * s * f32 : b * (m.num_heads / t) * s * s * a;
+  // MLA (model/mla_block.cc) keeps its latents for all tokens on every TP rank — q_a's output and its
+  // norm, kv_a's output, its latent part and that part's norm — and its heads [q; k; v] padded to
+  // max(qk_nope + qk_rope, v_head_dim) each.
+  double qkv_width = m.qkv_width() / t, core_out = d / t;
+  if (m.is_mla()) {
+    const MlaConfig& mla = m.mla;
+    const double head = std::max(mla.qk_head_dim(), mla.v_head_dim);
+    qkv_width = 2.0 * mla.q_lora_rank + mla.kv_lora_rank + mla.qk_rope_head_dim + 2.0 * mla.kv_lora_rank +
+                m.num_heads / t * 3 * head;
+    core_out = m.num_heads / t * mla.v_head_dim;
+  }
   double attention = tokens * d * a / shard                      // layer input
                      + (tokens * f32 + tokens * d * a) / shard   // norm rstd + normed input
-                     + tokens * m.qkv_width() / t * a            // qkv (h + 2 kvh heads)
+                     + tokens * qkv_width * a                    // qkv (h + 2 kvh heads; MLA below)
                      + out.probs                                 // softmax probabilities
-                     + tokens * d / t * a                        // attention output before W_o
+                     + tokens * core_out * a                     // attention output before W_o
                      + tokens * d * a / shard                    // residual after attention
                      + (tokens * f32 + tokens * d * a) / shard;  // second norm rstd + normed
   double ffn = 0;
