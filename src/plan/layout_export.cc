@@ -232,9 +232,16 @@ std::string export_megatron(const PlanContext& ctx, const Layout& l, const std::
     out += "# ZeRO-3: Megatron-FSDP sharding parameters, gradients and optimizer state (it requires --ckpt-format fsdp_dtensor).\n";
   // moe4d rotates the pairs (2i, 2i+1) of every head (kernels/rope.h) by p theta^(-2i/head_dim): Megatron's
   // rotary_interleaved (rope_utils.py _rotate_half) over the whole head (--rotary-percent 1.0, its default).
-  out += "# RoPE: moe4d rotates the pairs (2i, 2i+1) = --rotary-interleaved. Megatron's fused RoPE kernel (its\n"
-         "# default) takes interleaved pairs only with Transformer Engine >= 2.3 (TransformerConfig.__post_init__);\n"
-         "# with an older one add --no-rope-fusion.\n";
+  if (m.is_mla())
+    // TransformerConfig.__post_init__ refuses rotary_interleaved with MLA: its MLA RoPE (rope_utils.py) takes
+    // the rotary part as (2i, 2i+1) pairs itself, as HF's rope_interleave does, and older versions refuse
+    // RoPE fusion with MLA.
+    out += "# RoPE: MLA's rotary part in (2i, 2i+1) pairs is Megatron's MLA default (no --rotary-interleaved,\n"
+           "# which MLA refuses); --no-rope-fusion, which MLA lacks in older Megatron-Core.\n";
+  else
+    out += "# RoPE: moe4d rotates the pairs (2i, 2i+1) = --rotary-interleaved. Megatron's fused RoPE kernel (its\n"
+           "# default) takes interleaved pairs only with Transformer Engine >= 2.3 (TransformerConfig.__post_init__);\n"
+           "# with an older one add --no-rope-fusion.\n";
   if (m.rope_scaling.enabled() && !m.is_mla())
     out += "# YaRN (model.rope_scaling) is left out: Megatron-LM applies it only to multi-latent attention.\n";
   const double theta = std::round(m.rope_theta);
@@ -316,9 +323,10 @@ std::string export_megatron(const PlanContext& ctx, const Layout& l, const std::
   arg("--disable-bias-linear");
   arg("--position-embedding-type", "rope");
   arg("--rotary-base", fmt::format("{}", static_cast<long long>(theta)));
-  arg("--rotary-interleaved");
   const RopeScaling& rs = m.rope_scaling;
+  if (!m.is_mla()) arg("--rotary-interleaved");
   if (m.is_mla()) {
+    arg("--no-rope-fusion");
     // Megatron's MLA takes YaRN unless told otherwise (--rope-type, MLATransformerConfig.rope_type).
     arg("--rope-type", rs.enabled() ? "yarn" : "rope");
     if (rs.enabled()) {

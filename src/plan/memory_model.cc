@@ -137,6 +137,12 @@ MemoryBreakdown stage_memory(const ModelConfig& m, const TrainingSetup& setup, c
     // per group gathered ahead (train/zero_param_gatherer.h), never more than the whole stage.
     const double d = m.hidden_size, t = layout.tp;
     double read = std::max(d * m.qkv_width() / t, d * d / t);
+    if (m.is_mla()) {  // MLA's weights one by one; q_a and kv_a are whole on every TP rank
+      const MlaConfig& a = m.mla;
+      const double h = m.num_heads, q_in = a.q_lora_rank > 0 ? a.q_lora_rank : d;
+      read = std::max({d * a.q_lora_rank, d * (a.kv_lora_rank + a.qk_rope_head_dim), q_in * h * a.qk_head_dim() / t,
+                       a.kv_lora_rank * h * (a.qk_nope_head_dim + a.v_head_dim) / t, h * a.v_head_dim * d / t});
+    }
     if (params.has_embedding || params.has_head) read = std::max(read, double(m.vocab_size) * d / t);
     if (params.moe_layers < params.layers) read = std::max(read, d * m.ffn_hidden_size / t);
     if (params.moe_layers > 0) {

@@ -195,7 +195,9 @@ void expect_megatron_accepts(const MegatronRun& r, int world, bool moe, const st
   // 1.0, the default, so not given). --rotary-base is type=int in the parser. Fusion stays Megatron's default
   // (TransformerConfig.__post_init__ accepts interleaved + fused with TE >= 2.3; the comment says so).
   EXPECT_EQ(r.flags.at("--position-embedding-type"), "rope");
-  EXPECT_TRUE(r.flags.count("--rotary-interleaved"));
+  // TransformerConfig.__post_init__: "rotary_interleaved does not work with multi_latent_attention" (its MLA
+  // RoPE takes the (2i, 2i+1) pairs itself).
+  EXPECT_EQ(r.flags.count("--rotary-interleaved") > 0, r.flags.count("--multi-latent-attention") == 0);
   EXPECT_FALSE(r.flags.count("--rotary-percent"));
   const std::string base = r.flags.at("--rotary-base");
   EXPECT_EQ(std::to_string(std::stoll(base)), base) << "--rotary-base must be an integer";
