@@ -45,6 +45,33 @@ struct MoeConfig {
   bool operator==(const MoeConfig&) const = default;
 };
 
+// Multi-head latent attention (DeepSeek-V2/V3, docs/mla.md): on when kv_lora_rank > 0. Names as in
+// Hugging Face's DeepseekV3Config.
+struct MlaConfig {
+  int q_lora_rank = 0;       // query compression rank; 0: a plain query projection (HF null)
+  int kv_lora_rank = 0;      // joint key/value compression rank; > 0 turns MLA on
+  int qk_nope_head_dim = 0;  // per-head query/key width without RoPE
+  int qk_rope_head_dim = 0;  // per-head query width with RoPE (one rotary key shared by all heads)
+  int v_head_dim = 0;        // per-head value width
+
+  int qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+  bool operator==(const MlaConfig&) const = default;
+};
+
+// YaRN RoPE scaling (Hugging Face rope_scaling with type yarn); off when factor is 0. The zeros of
+// beta_fast, beta_slow, mscale stand for Hugging Face's defaults (32, 1, none).
+struct RopeScaling {
+  double factor = 0;
+  int original_max_position_embeddings = 0;
+  double beta_fast = 0;
+  double beta_slow = 0;
+  double mscale = 0;
+  double mscale_all_dim = 0;
+
+  bool enabled() const { return factor > 0; }
+  bool operator==(const RopeScaling&) const = default;
+};
+
 struct ModelConfig {
   int vocab_size = 0;
   int hidden_size = 0;
@@ -57,7 +84,24 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;     // RMSNorm epsilon
   MoeConfig moe;
+  MlaConfig mla;
+  RopeScaling rope_scaling;
 
+  bool is_mla() const { return mla.kv_lora_rank > 0; }
+  // Weights of one layer's attention projections that tensor parallelism splits by heads (W_qkv and
+  // W_o; under MLA q_b or q, kv_b and W_o), and those every TP rank holds whole (MLA's q_a, kv_a).
+  double attention_sharded_weights() const {
+    const double d = hidden_size, h = num_heads;
+    if (!is_mla()) return d * qkv_width() + d * d;
+    const double q_in = mla.q_lora_rank > 0 ? mla.q_lora_rank : d;
+    return q_in * h * mla.qk_head_dim() + mla.kv_lora_rank * h * (mla.qk_nope_head_dim + mla.v_head_dim) +
+           h * mla.v_head_dim * d;
+  }
+  double attention_replicated_weights() const {
+    return is_mla() ? double(hidden_size) * (mla.q_lora_rank + mla.kv_lora_rank + mla.qk_rope_head_dim) : 0.0;
+  }
+  // MLA's latent RMSNorm weights of one layer (q_a_norm, kv_a_norm); 0 without MLA.
+  double attention_latent_norm_weights() const { return is_mla() ? mla.q_lora_rank + mla.kv_lora_rank : 0.0; }
   int head_dim() const { return hidden_size / num_heads; }
   int kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
   // Columns of W_qkv: every query head plus a key and a value head per KV head.

@@ -74,6 +74,43 @@ void validate_group_routing(const MoeConfig& moe, const ConfigReader& r, const s
             fmt::format("{}", moe.group_topk));
 }
 
+// Multi-head latent attention (model.kv_lora_rank and its widths) and YaRN RoPE scaling.
+void validate_mla(const Config& c, const ConfigReader& r) {
+  const auto key = [&](const auto& field) { return std::string(config_key_path(c, &field)); };
+  const ModelConfig& m = c.model;
+  const MlaConfig& mla = m.mla;
+  const int* widths[] = {&mla.q_lora_rank, &mla.qk_nope_head_dim, &mla.qk_rope_head_dim, &mla.v_head_dim};
+  if (!m.is_mla()) {
+    for (const int* w : widths)
+      if (r.find(key(*w)))
+        r.fail_at(r.line_of(key(*w)), key(*w), "only applies with model.kv_lora_rank (multi-head latent attention)");
+  } else {
+    for (const int* w : {&mla.qk_nope_head_dim, &mla.qk_rope_head_dim, &mla.v_head_dim})
+      r.require(r.find(key(*w)) != nullptr, key(*w), "a positive integer with model.kv_lora_rank (MLA)", "missing");
+    r.require(mla.qk_rope_head_dim % 2 == 0, key(mla.qk_rope_head_dim), "an even integer (RoPE rotates pairs)",
+              fmt::format("{}", mla.qk_rope_head_dim));
+    if (r.find(key(m.num_kv_heads)) && m.num_kv_heads != m.num_heads)
+      r.fail_at(r.line_of(key(m.num_kv_heads)), key(m.num_kv_heads),
+                fmt::format("{} differs from num_heads {}: with model.kv_lora_rank (MLA) every head has its own key "
+                            "and value, expanded from one shared latent",
+                            m.num_kv_heads, m.num_heads));
+  }
+  const RopeScaling& rs = m.rope_scaling;
+  const double* rs_numbers[] = {&rs.beta_fast, &rs.beta_slow, &rs.mscale, &rs.mscale_all_dim};
+  if (!rs.enabled()) {
+    for (const double* v : rs_numbers)
+      if (r.find(key(*v)))
+        r.fail_at(r.line_of(key(*v)), key(*v), "only applies with model.rope_scaling.factor (YaRN)");
+    if (r.find(key(rs.original_max_position_embeddings)))
+      r.fail_at(r.line_of(key(rs.original_max_position_embeddings)), key(rs.original_max_position_embeddings),
+                "only applies with model.rope_scaling.factor (YaRN)");
+  } else {
+    r.require(rs.factor >= 1, key(rs.factor), "a number >= 1 (YaRN extends the context)", fmt::format("{}", rs.factor));
+    r.require(rs.original_max_position_embeddings > 0, key(rs.original_max_position_embeddings),
+              "a positive integer with model.rope_scaling.factor (YaRN)", "missing");
+  }
+}
+
 }  // namespace
 
 // Pass 2: ranges and cross-field rules of one model (no parallel layout arithmetic here).
@@ -98,6 +135,7 @@ void validate(const Config& c, const ConfigReader& r) {
                             "num_kv_heads query heads)",
                             m.num_kv_heads, m.num_heads));
   }
+  validate_mla(c, r);
   const MoeConfig& moe = m.moe;
   if (moe.num_experts > 0) {
     r.require(moe.top_k >= 1 && moe.top_k <= moe.num_experts, key(moe.top_k),

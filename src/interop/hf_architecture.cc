@@ -67,6 +67,14 @@ HfArchitecture choose_hf_architecture(const ModelConfig& model, bool router_bias
   };
   if (!model.is_moe())
     refuse("the model is dense (model.moe.num_experts 0); only MoE models are exported (Mixtral, GLM-4-MoE)");
+  if (model.is_mla())
+    refuse(fmt::format("model.kv_lora_rank {}: multi-head latent attention (Hugging Face deepseek_v3) is not "
+                       "exported yet; Mixtral and GLM-4-MoE have grouped-query attention",
+                       model.mla.kv_lora_rank));
+  if (model.rope_scaling.enabled())
+    refuse(fmt::format("model.rope_scaling.factor {}: YaRN RoPE scaling is not exported yet (the exported "
+                       "config.json would say rope_scaling null)",
+                       model.rope_scaling.factor));
   if (model.moe.capacity_factor)
     refuse(fmt::format("the model uses capacity dropping (model.moe.capacity_factor {}), which no Hugging Face "
                        "architecture computes; train dropless (capacity_factor: null) to export",

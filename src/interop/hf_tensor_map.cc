@@ -77,10 +77,33 @@ class RuleList {
   std::vector<HfTensorRule> rules_;
 };
 
+// DeepseekV3Attention's tensors (rope_interleave: its rotary rows are in moe4d's (2i, 2i+1) pair
+// order already, so every tensor is a plain transpose or copy).
+void mla_attention_rules(RuleList& rules, const ModelConfig& m, const std::string& ours, const std::string& hf) {
+  const std::string attn = hf + "self_attn.";
+  if (m.mla.q_lora_rank > 0) {
+    rules.transpose(attn + "q_a_proj.weight", ours + "attn.q_a.weight");
+    rules.copy(attn + "q_a_layernorm.weight", ours + "attn.q_a_norm.weight");
+    rules.transpose(attn + "q_b_proj.weight", ours + "attn.q_b.weight");
+  } else {
+    rules.transpose(attn + "q_proj.weight", ours + "attn.q.weight");
+  }
+  rules.transpose(attn + "kv_a_proj_with_mqa.weight", ours + "attn.kv_a.weight");
+  rules.copy(attn + "kv_a_layernorm.weight", ours + "attn.kv_a_norm.weight");
+  rules.transpose(attn + "kv_b_proj.weight", ours + "attn.kv_b.weight");
+  rules.transpose(attn + "o_proj.weight", ours + "attn.out.weight");
+}
+
 void attention_rules(RuleList& rules, const ModelConfig& m, int layer) {
   const HfModelFeatures f = hf_model_features(m);
   const std::string ours = fmt::format("layers.{}.", layer);
   const std::string hf = fmt::format("model.layers.{}.", layer);
+  if (m.is_mla()) {
+    rules.copy(hf + "input_layernorm.weight", ours + "attn_norm.weight");
+    mla_attention_rules(rules, m, ours, hf);
+    rules.copy(hf + "post_attention_layernorm.weight", ours + "ffn_norm.weight");
+    return;
+  }
   const std::string qkv = ours + "attn.qkv.weight";
   const int64_t hd = m.head_dim(), heads = m.num_heads, kv = f.num_kv_heads;
   const int64_t width = rules.shape(qkv)[1];

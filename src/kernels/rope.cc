@@ -24,6 +24,20 @@ RopeTable::RopeTable(int seq_in, int head_dim_in, float theta) : seq(seq_in), he
     }
 }
 
+RopeTable::RopeTable(int seq_in, const std::vector<double>& inv_freq, double attention_factor)
+    : seq(seq_in), head_dim(2 * static_cast<int>(inv_freq.size())) {
+  MOE4D_CHECK(seq > 0 && !inv_freq.empty());
+  const size_t half = inv_freq.size();
+  cos.resize(static_cast<size_t>(seq) * half);
+  sin.resize(static_cast<size_t>(seq) * half);
+  for (int p = 0; p < seq; ++p)
+    for (size_t i = 0; i < half; ++i) {
+      const double angle = p * inv_freq[i];
+      cos[static_cast<size_t>(p) * half + i] = static_cast<float>(std::cos(angle) * attention_factor);
+      sin[static_cast<size_t>(p) * half + i] = static_cast<float>(std::sin(angle) * attention_factor);
+    }
+}
+
 namespace {
 
 // Rotates each pair (v[2i], v[2i+1]) of q and k of every head of every token by the angle of its

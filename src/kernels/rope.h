@@ -14,6 +14,9 @@ namespace moe4d {
 // cos/sin of every (position, pair), computed once per model.
 struct RopeTable {
   RopeTable(int seq, int head_dim, float theta = 10000.0f);
+  // Pair i turns by p * inv_freq[i] (head_dim = 2 inv_freq.size()), cos and sin scaled by
+  // attention_factor (YaRN's, model/rope_scaling.h).
+  RopeTable(int seq, const std::vector<double>& inv_freq, double attention_factor);
   int seq;
   int head_dim;
   std::vector<float> cos;  // [seq, head_dim / 2]

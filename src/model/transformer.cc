@@ -2,6 +2,7 @@
 
 #include "backend/backend.h"
 #include "model/param_store.h"
+#include "model/rope_scaling.h"
 
 namespace moe4d {
 
@@ -9,19 +10,22 @@ Transformer::Transformer(const ModelConfig& model, ParallelContext& pc, std::vec
                          ParamStore& params)
     : model_(model),
       chunks_(std::move(chunks)),
-      rope_(model.seq_length, model.head_dim(), static_cast<float>(model.rope_theta)),
+      rope_(make_rope_table(model)),
       layer_index_(model.num_layers, -1) {
   for (const ChunkSpec& spec : chunks_) {
     if (spec.has_embedding) embedding_ = std::make_unique<TokenEmbedding>(model, pc, params);
     for (int l = spec.first_layer; l < spec.first_layer + spec.num_layers; ++l) {
       layer_index_[l] = static_cast<int>(layers_.size());
+      auto attn = model.is_mla()
+                      ? std::variant<AttentionBlock, MlaBlock>(std::in_place_type<MlaBlock>, l, model, pc, params)
+                      : std::variant<AttentionBlock, MlaBlock>(std::in_place_type<AttentionBlock>, l, model, pc, params);
       if (model.is_moe_layer(l))
         layers_.push_back(std::make_unique<Layer>(
-            Layer{AttentionBlock(l, model, pc, params),
+            Layer{std::move(attn),
                   std::variant<FfnBlock, MoeBlock>(std::in_place_type<MoeBlock>, l, model, pc, params)}));
       else
         layers_.push_back(std::make_unique<Layer>(
-            Layer{AttentionBlock(l, model, pc, params),
+            Layer{std::move(attn),
                   std::variant<FfnBlock, MoeBlock>(std::in_place_type<FfnBlock>, l, model, pc, params)}));
     }
     if (spec.has_head) {
@@ -44,7 +48,7 @@ std::vector<MoeBlock*> Transformer::moe_blocks() {
 
 void Transformer::layer_forward(const Layer& layer, const float* x_in, float* x_mid, float* x_out, void** attn_saved,
                                 void** ffn_saved, BlockContext& ctx) const {
-  *attn_saved = layer.attn.forward(x_in, x_mid, ctx);
+  *attn_saved = std::visit([&](const auto& block) { return block.forward(x_in, x_mid, ctx); }, layer.attn);
   *ffn_saved = std::visit([&](const auto& block) { return block.forward(x_mid, x_out, ctx); }, layer.ffn);
 }
 
@@ -153,7 +157,7 @@ void Transformer::backward(int c, const float* dx_out, float* dx_in, MicroBatchS
       mid = rebuilt_mid;
     }
     std::visit([&](const auto& block) { block.backward(dx, mid, ffn_saved, ctx); }, layer.ffn);
-    layer.attn.backward(dx, state.residual[i], attn_saved, ctx);
+    std::visit([&](const auto& block) { block.backward(dx, state.residual[i], attn_saved, ctx); }, layer.attn);
     ctx.scratch.reset();
     leave(spec.first_layer + i, true);
     if (on_ready) on_ready(spec.first_layer + i);

@@ -15,6 +15,7 @@
 
 #include "kernels/rope.h"
 #include "model/attention_block.h"
+#include "model/mla_block.h"
 #include "model/ffn_block.h"
 #include "model/layer_hooks.h"
 #include "model/lm_head.h"
@@ -83,7 +84,7 @@ class Transformer {
 
  private:
   struct Layer {
-    AttentionBlock attn;
+    std::variant<AttentionBlock, MlaBlock> attn;  // MLA when model.kv_lora_rank is given
     std::variant<FfnBlock, MoeBlock> ffn;
   };
   void run_forward(const ChunkSpec& spec, const int* tokens, const int* targets, const float* x_in,

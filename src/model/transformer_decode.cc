@@ -19,7 +19,7 @@ void Transformer::decode(const int* tokens, KvCache& cache, float* out, MicroBat
   embedding_->forward(tokens, x, ctx);
   for (int l = 0; l < model_.num_layers; ++l) {
     const Layer& layer = *layers_[layer_index_[l]];
-    layer.attn.forward_cached(x, mid, cache, l, ctx);
+    std::visit([&](const auto& block) { block.forward_cached(x, mid, cache, l, ctx); }, layer.attn);
     std::visit([&](const auto& block) { block.forward(mid, next, ctx); }, layer.ffn);
     ctx.scratch.reset();
     std::swap(x, next);

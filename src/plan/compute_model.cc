@@ -63,20 +63,33 @@ LayerCompute layer_compute(const ModelConfig& model, const TrainingSetup& setup,
   GemmClasses& g = out.gemms;
   const bool fused = cluster.device.fused_attention;
   const bool square = !fused && cluster.device.square_attention;
-  g.qkv = add(tokens, model.qkv_width() / t, d, 1);               // qkv (grouped-query: h + 2 kvh heads)
+  // Per head: the width of q and k (scores) and of v (weighted sum); MLA's differ.
+  double qk_dim = hd, v_dim = hd;
+  if (model.is_mla()) {
+    const MlaConfig& mla = model.mla;
+    qk_dim = mla.qk_head_dim();
+    v_dim = mla.v_head_dim;
+    const double q_in = mla.q_lora_rank > 0 ? mla.q_lora_rank : d;
+    if (mla.q_lora_rank > 0) g.qkv += add(tokens, mla.q_lora_rank, d, 1);  // q_a (replicated over TP)
+    g.qkv += add(tokens, heads * qk_dim, q_in, 1)                            // q_b (or q)
+             + add(tokens, mla.kv_lora_rank + mla.qk_rope_head_dim, d, 1)    // kv_a (replicated)
+             + add(tokens, heads * (mla.qk_nope_head_dim + v_dim), mla.kv_lora_rank, 1);  // kv_b
+  } else {
+    g.qkv = add(tokens, model.qkv_width() / t, d, 1);             // qkv (grouped-query: h + 2 kvh heads)
+  }
   if (square) {
     // The whole S x S square per (sequence, head), the masked half included (batched GEMMs).
-    g.attention = add(s, s, hd, b * heads) + add(s, hd, s, b * heads);
+    g.attention = add(s, s, qk_dim, b * heads) + add(s, v_dim, s, b * heads);
   } else {
     // Causal attention per (sequence, head) in query blocks: block [r0, r1) only meets keys [0, r1).
     for (double r0 = 0; r0 < s; r0 += kCausalBlock) {
       const double r1 = std::min(s, r0 + kCausalBlock);
-      g.attention += add(r1 - r0, r1, hd, b * heads, true);        // q k^T
-      g.attention += add(r1 - r0, hd, r1, b * heads, true);        // probs v
+      g.attention += add(r1 - r0, r1, qk_dim, b * heads, true);    // q k^T
+      g.attention += add(r1 - r0, v_dim, r1, b * heads, true);     // probs v
     }
   }
   out.attention_scores_time = g.attention;
-  g.output = add(tokens, d, d / t, 1);                            // W_o
+  g.output = add(tokens, d, heads * v_dim, 1);                    // W_o
   if (moe_layer) {
     const double e_local = model.moe.num_experts / static_cast<double>(layout.ep);
     const double rows = device_routed_rows(model, setup, layout, tokens) / e_local;  // per local expert
@@ -144,7 +157,11 @@ double model_forward_flops_per_sequence(const ModelConfig& model, int seq_length
   const double fe = model.expert_ffn();
   const double n_moe = static_cast<double>(moe_layers_in(model, 0, model.num_layers));
   const double n_dense = model.num_layers - n_moe;
-  double flops = model.num_layers * (2 * s * d * model.qkv_width() + 2 * s * s * d * 2 + 2 * s * d * d);
+  // The attention core per head: scores over q/k's width, the weighted sum over v's.
+  const double core = model.is_mla() ? 2 * s * s * model.num_heads * (model.mla.qk_head_dim() + model.mla.v_head_dim)
+                                     : 2 * s * s * d * 2;
+  double flops = model.num_layers *
+                 (2 * s * (model.attention_sharded_weights() + model.attention_replicated_weights()) + core);
   flops += n_moe * (2 * s * d * model.moe.num_experts + model.moe.top_k * 3 * 2 * s * d * fe +
                     3 * 2 * s * d * model.shared_ffn());
   flops += n_dense * 3 * 2 * s * d * f;

@@ -270,9 +270,18 @@ std::string export_megatron(const PlanContext& ctx, const Layout& l, const std::
     out += "# ZeRO-3: Megatron-FSDP sharding parameters, gradients and optimizer state (it requires --ckpt-format fsdp_dtensor).\n";
   // moe4d rotates the pairs (2i, 2i+1) of every head (kernels/rope.h) by p theta^(-2i/head_dim): Megatron's
   // rotary_interleaved (rope_utils.py _rotate_half) over the whole head (--rotary-percent 1.0, its default).
-  out += "# RoPE: moe4d rotates the pairs (2i, 2i+1) = --rotary-interleaved. Megatron's fused RoPE kernel (its\n"
-         "# default) takes interleaved pairs only with Transformer Engine >= 2.3 (TransformerConfig.__post_init__);\n"
-         "# with an older one add --no-rope-fusion.\n";
+  if (m.is_mla())
+    // TransformerConfig.__post_init__ refuses rotary_interleaved with MLA: its MLA RoPE (rope_utils.py) takes
+    // the rotary part as (2i, 2i+1) pairs itself, as HF's rope_interleave does, and older versions refuse
+    // RoPE fusion with MLA.
+    out += "# RoPE: MLA's rotary part in (2i, 2i+1) pairs is Megatron's MLA default (no --rotary-interleaved,\n"
+           "# which MLA refuses); --no-rope-fusion, which MLA lacks in older Megatron-Core.\n";
+  else
+    out += "# RoPE: moe4d rotates the pairs (2i, 2i+1) = --rotary-interleaved. Megatron's fused RoPE kernel (its\n"
+           "# default) takes interleaved pairs only with Transformer Engine >= 2.3 (TransformerConfig.__post_init__);\n"
+           "# with an older one add --no-rope-fusion.\n";
+  if (m.rope_scaling.enabled() && !m.is_mla())
+    out += "# YaRN (model.rope_scaling) is left out: Megatron-LM applies it only to multi-latent attention.\n";
   const double theta = std::round(m.rope_theta);
   if (theta != m.rope_theta)
     out += fmt::format("# rope_theta {} is not an integer; Megatron's --rotary-base takes integers, so it is rounded.\n",
@@ -315,6 +324,16 @@ std::string export_megatron(const PlanContext& ctx, const Layout& l, const std::
     arg("--group-query-attention");
     arg("--num-query-groups", std::to_string(m.kv_heads()));
   }
+  if (m.is_mla()) {
+    // Megatron's MLA (MLATransformerConfig): --qk-head-dim is the no-RoPE part, --qk-pos-emb-head-dim the
+    // rotary one; an absent --q-lora-rank is a plain query projection, as moe4d's q_lora_rank 0.
+    arg("--multi-latent-attention");
+    if (m.mla.q_lora_rank > 0) arg("--q-lora-rank", std::to_string(m.mla.q_lora_rank));
+    arg("--kv-lora-rank", std::to_string(m.mla.kv_lora_rank));
+    arg("--qk-head-dim", std::to_string(m.mla.qk_nope_head_dim));
+    arg("--qk-pos-emb-head-dim", std::to_string(m.mla.qk_rope_head_dim));
+    arg("--v-head-dim", std::to_string(m.mla.v_head_dim));
+  }
   arg("--seq-length", std::to_string(ctx.setup.seq_length));
   arg("--max-position-embeddings", std::to_string(ctx.setup.seq_length));
   arg("--tokenizer-type", "NullTokenizer");
@@ -342,7 +361,24 @@ std::string export_megatron(const PlanContext& ctx, const Layout& l, const std::
   arg("--disable-bias-linear");
   arg("--position-embedding-type", "rope");
   arg("--rotary-base", fmt::format("{}", static_cast<long long>(theta)));
-  arg("--rotary-interleaved");
+  const RopeScaling& rs = m.rope_scaling;
+  if (!m.is_mla()) arg("--rotary-interleaved");
+  if (m.is_mla()) {
+    arg("--no-rope-fusion");
+    // Megatron's MLA takes YaRN unless told otherwise (--rope-type, MLATransformerConfig.rope_type).
+    arg("--rope-type", rs.enabled() ? "yarn" : "rope");
+    if (rs.enabled()) {
+      arg("--rotary-scaling-factor", fmt::format("{}", rs.factor));
+      arg("--yarn-original-max-position-embeddings", std::to_string(rs.original_max_position_embeddings));
+      arg("--yarn-beta-fast", fmt::format("{}", rs.beta_fast > 0 ? rs.beta_fast : 32.0));
+      arg("--yarn-beta-slow", fmt::format("{}", rs.beta_slow > 0 ? rs.beta_slow : 1.0));
+      // Megatron always divides mscale(factor, mscale) by mscale(factor, mscale_all_dim); HF (and moe4d)
+      // only when both are given, else mscale(factor, 1): the same with mscale 1, mscale_all_dim 0.
+      const bool both = rs.mscale > 0 && rs.mscale_all_dim > 0;
+      arg("--mscale", fmt::format("{}", both ? rs.mscale : 1.0));
+      arg("--mscale-all-dim", fmt::format("{}", both ? rs.mscale_all_dim : 0.0));
+    }
+  }
   if (!m.tie_embeddings) arg("--untie-embeddings-and-output-weights");
   if (m.is_moe()) {
     arg("--num-experts", std::to_string(m.moe.num_experts));

@@ -42,11 +42,22 @@ LayerActivations layer_activations(const ModelConfig& m, const TrainingSetup& se
   LayerActivations out;
   // Fused (flash) attention keeps one fp32 log-sum-exp per query row and head instead of the probabilities.
   out.probs = fused_attention ? b * (m.num_heads / t) * s * f32 : b * (m.num_heads / t) * s * s * a;
+  // MLA (model/mla_block.cc) keeps its latents for all tokens on every TP rank — q_a's output and its
+  // norm, kv_a's output, its latent part and that part's norm — and its heads [q; k; v] padded to
+  // max(qk_nope + qk_rope, v_head_dim) each.
+  double qkv_width = m.qkv_width() / t, core_out = d / t;
+  if (m.is_mla()) {
+    const MlaConfig& mla = m.mla;
+    const double head = std::max(mla.qk_head_dim(), mla.v_head_dim);
+    qkv_width = 2.0 * mla.q_lora_rank + mla.kv_lora_rank + mla.qk_rope_head_dim + 2.0 * mla.kv_lora_rank +
+                m.num_heads / t * 3 * head;
+    core_out = m.num_heads / t * mla.v_head_dim;
+  }
   double attention = tokens * d * a / shard                      // layer input
                      + (tokens * f32 + tokens * d * a) / shard   // norm rstd + normed input
-                     + tokens * m.qkv_width() / t * a            // qkv (h + 2 kvh heads)
+                     + tokens * qkv_width * a                    // qkv (h + 2 kvh heads; MLA below)
                      + out.probs                                 // softmax probabilities
-                     + tokens * d / t * a                        // attention output before W_o
+                     + tokens * core_out * a                     // attention output before W_o
                      + tokens * d * a / shard                    // residual after attention
                      + (tokens * f32 + tokens * d * a) / shard;  // second norm rstd + normed
   double ffn = 0;
@@ -126,6 +137,12 @@ MemoryBreakdown stage_memory(const ModelConfig& m, const TrainingSetup& setup, c
     // per group gathered ahead (train/zero_param_gatherer.h), never more than the whole stage.
     const double d = m.hidden_size, t = layout.tp;
     double read = std::max(d * m.qkv_width() / t, d * d / t);
+    if (m.is_mla()) {  // MLA's weights one by one; q_a and kv_a are whole on every TP rank
+      const MlaConfig& a = m.mla;
+      const double h = m.num_heads, q_in = a.q_lora_rank > 0 ? a.q_lora_rank : d;
+      read = std::max({d * a.q_lora_rank, d * (a.kv_lora_rank + a.qk_rope_head_dim), q_in * h * a.qk_head_dim() / t,
+                       a.kv_lora_rank * h * (a.qk_nope_head_dim + a.v_head_dim) / t, h * a.v_head_dim * d / t});
+    }
     if (params.has_embedding || params.has_head) read = std::max(read, double(m.vocab_size) * d / t);
     if (params.moe_layers < params.layers) read = std::max(read, d * m.ffn_hidden_size / t);
     if (params.moe_layers > 0) {

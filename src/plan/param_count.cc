@@ -25,8 +25,8 @@ ModelParamCount count_model_params(const ModelConfig& m) {
   const double n_moe = static_cast<double>(moe_layers_in(m, 0, m.num_layers));
   const double n_dense = m.num_layers - n_moe;
   ModelParamCount c;
-  c.attention = m.num_layers * (d * m.qkv_width() + d * d);
-  c.norms = m.num_layers * 2 * d + d;
+  c.attention = m.num_layers * (m.attention_sharded_weights() + m.attention_replicated_weights());
+  c.norms = m.num_layers * (2 * d + m.attention_latent_norm_weights()) + d;
   c.routers = n_moe * d * e;
   c.experts = n_moe * e * 3 * d * fe;
   c.shared_experts = n_moe * 3 * d * m.shared_ffn();
@@ -48,7 +48,9 @@ StageParams stage_params(const ModelConfig& m, const Layout& layout, int stage) 
   const int chunks = layout.virtual_stages;
   const int per_chunk = m.num_layers / (layout.pp * chunks);
   StageParams s;
-  const double attention = (d * m.qkv_width() + d * d) / t + 2 * d;
+  // MLA's down-projections and latent norms are held whole by every TP rank.
+  const double attention =
+      m.attention_sharded_weights() / t + m.attention_replicated_weights() + m.attention_latent_norm_weights() + 2 * d;
   const double dense_layer = attention + 3 * d * f / t;
   const double moe_dense = attention + d * m.moe.num_experts + 3 * d * m.shared_ffn() / t;
   const double moe_experts = e_local * 3 * d * fe / t;

@@ -81,6 +81,9 @@ std::string format_context(const PlanContext& ctx) {
                                   ctx.model_name, count_text(p.total()), count_text(p.dense()), count_text(p.experts),
                                   count_text(p.active), m.hidden_size, m.num_layers, m.num_heads);
   if (m.kv_heads() != m.num_heads) model += fmt::format(" on {} KV heads", m.kv_heads());
+  if (m.is_mla())
+    model += fmt::format(" of multi-latent attention (q_lora {}, kv_lora {}, qk {} + {} rope, v {})", m.mla.q_lora_rank,
+                         m.mla.kv_lora_rank, m.mla.qk_nope_head_dim, m.mla.qk_rope_head_dim, m.mla.v_head_dim);
   if (m.is_moe()) {
     model += fmt::format(", {} experts top-{}", m.moe.num_experts, m.moe.top_k);
     if (m.expert_ffn() != m.ffn_hidden_size) model += fmt::format(" of width {}", m.expert_ffn());

@@ -244,6 +244,38 @@ TEST(ConfigLoader, ModelOptionDefaultsAreTheReferenceModel) {
   EXPECT_EQ(m.shared_ffn(), 192);
 }
 
+TEST(ConfigLoader, MultiHeadLatentAttentionAndYarn) {
+  const std::string mla =
+      "  num_heads: 4\n  q_lora_rank: 24\n  kv_lora_rank: 16\n  qk_nope_head_dim: 8\n  qk_rope_head_dim: 4\n"
+      "  v_head_dim: 8\n  rope_scaling:\n    factor: 40\n    original_max_position_embeddings: 16\n"
+      "    mscale: 1\n    mscale_all_dim: 1\n";
+  Config c = parse_config(minimal_with("  num_heads: 4\n", mla), "mla.yaml");
+  EXPECT_TRUE(c.model.is_mla());
+  EXPECT_EQ(c.model.mla.q_lora_rank, 24);
+  EXPECT_EQ(c.model.mla.qk_head_dim(), 12);
+  EXPECT_EQ(c.model.rope_scaling.factor, 40);
+  EXPECT_EQ(c.model.rope_scaling.beta_fast, 0);  // HF's default 32 (model/rope_scaling.h)
+  expect_same(c, parse_config(config_to_yaml(c), "echo.yaml"));
+  const auto with = [&](const std::string& from, const std::string& to) {
+    std::string text = minimal_with("  num_heads: 4\n", mla);
+    text.replace(text.find(from), from.size(), to);
+    return error_of(text);
+  };
+  EXPECT_EQ(with("  kv_lora_rank: 16\n", ""),
+            "demo.yaml:6: model.q_lora_rank: only applies with model.kv_lora_rank (multi-head latent attention)");
+  EXPECT_EQ(with("  v_head_dim: 8\n", ""),
+            "demo.yaml: model.v_head_dim: expected a positive integer with model.kv_lora_rank (MLA), got 'missing' (the default)");
+  EXPECT_EQ(with("qk_rope_head_dim: 4", "qk_rope_head_dim: 5"),
+            "demo.yaml:9: model.qk_rope_head_dim: expected an even integer (RoPE rotates pairs), got '5'");
+  EXPECT_EQ(with("  q_lora_rank: 24\n", "  num_kv_heads: 2\n"),
+            "demo.yaml:6: model.num_kv_heads: 2 differs from num_heads 4: with model.kv_lora_rank (MLA) every head "
+            "has its own key and value, expanded from one shared latent");
+  EXPECT_EQ(with("    factor: 40\n", ""),
+            "demo.yaml:13: model.rope_scaling.mscale: only applies with model.rope_scaling.factor (YaRN)");
+  EXPECT_EQ(with("factor: 40", "factor: 0.5"),
+            "demo.yaml:12: model.rope_scaling.factor: expected a number >= 1 (YaRN extends the context), got '0.5'");
+}
+
 TEST(ConfigErrors, ModelOptions) {
   EXPECT_EQ(error_of(minimal_with("  num_heads: 4\n", "  num_heads: 4\n  num_kv_heads: 3\n")),
             "demo.yaml:6: model.num_kv_heads: 3 does not divide num_heads 4, expected a divisor (each KV head serves "
@@ -374,7 +406,8 @@ TEST(ConfigErrors, UnknownKeyAtThreeLevels) {
             "demo.yaml:13: optimizer: unknown key (expected one of: model, parallel_config, train, data, checkpoint)");
   EXPECT_EQ(error_of(minimal_with("  seq_length: 32\n", "  seq_length: 32\n  num_kv_head: 2\n")),
             "demo.yaml:8: model.num_kv_head: unknown key (expected one of: vocab_size, hidden_size, num_layers, "
-            "num_heads, ffn_hidden_size, seq_length, tie_embeddings, num_kv_heads, rope_theta, norm_eps, moe)");
+            "num_heads, ffn_hidden_size, seq_length, tie_embeddings, num_kv_heads, rope_theta, q_lora_rank, "
+            "kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, rope_scaling, norm_eps, moe)");
   EXPECT_EQ(error_of(minimal_with("  seq_length: 32\n", "  seq_length: 32\n  moe:\n    num_experts: 4\n"
                                                        "    topk: 2\n")),
             "demo.yaml:10: model.moe.topk: unknown key (expected one of: num_experts, top_k, layer_freq, "

@@ -3,6 +3,7 @@
 // routing bias without an architecture for it, alternating dense layers, non-empty output).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -182,6 +183,41 @@ TEST_F(HfRoundTripTest, QueryRowsArePermutedFromPairsToHalves) {
   }
 }
 
+// DeepseekV3Attention's tensors of an MLA model: nn.Linear's [out, in] of each moe4d [in, out] weight,
+// the latent norms copied, every element of every attention parameter used once.
+TEST_F(HfRoundTripTest, MlaAttentionTensorsAreDeepSeekV3s) {
+  ModelConfig m = mixtral_config().model;
+  m.num_kv_heads = 0;
+  m.mla = {.q_lora_rank = 6, .kv_lora_rank = 8, .qk_nope_head_dim = 4, .qk_rope_head_dim = 2, .v_head_dim = 3};
+  const std::map<std::string, Shape> shapes = moe4d_parameter_shapes(m);
+  std::map<std::string, std::vector<int>> used;
+  for (const auto& [name, shape] : shapes) used[name].assign(size_t(shape.numel()), 0);
+  const int64_t d = m.hidden_size, h = m.num_heads;
+  const std::map<std::string, std::vector<int64_t>> expected = {
+      {"q_a_proj.weight", {6, d}},        {"q_a_layernorm.weight", {6}},     {"q_b_proj.weight", {h * 6, 6}},
+      {"kv_a_proj_with_mqa.weight", {10, d}}, {"kv_a_layernorm.weight", {8}}, {"kv_b_proj.weight", {h * 7, 8}},
+      {"o_proj.weight", {d, h * 3}}};
+  int seen = 0;
+  for (const HfTensorRule& rule : hf_tensor_rules(m, HfArchitecture::kGlm4Moe)) {
+    const std::string prefix = "model.layers.1.self_attn.";
+    if (rule.hf_name.rfind(prefix, 0) == 0) {
+      ++seen;
+      EXPECT_EQ(rule.hf_shape, expected.at(rule.hf_name.substr(prefix.size()))) << rule.hf_name;
+    }
+    if (rule.moe4d_name.empty()) continue;
+    const int64_t rows = rule.hf_shape.size() == 2 ? rule.hf_shape[0] : 1, cols = rule.hf_shape.back();
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) ++used.at(rule.moe4d_name).at(size_t(rule.source(r, c)));
+  }
+  EXPECT_EQ(seen, 7);
+  for (const auto& [name, counts] : used)
+    if (name.find(".attn") != std::string::npos)
+      EXPECT_TRUE(std::all_of(counts.begin(), counts.end(), [](int n) { return n == 1; })) << name;
+  // kv_b_proj row j of head 1 is moe4d's column 1 x (nope + v) + j: the transpose, heads in order.
+  for (const HfTensorRule& rule : hf_tensor_rules(m, HfArchitecture::kGlm4Moe))
+    if (rule.hf_name == "model.layers.0.self_attn.kv_b_proj.weight") EXPECT_EQ(rule.source(7 + 2, 3), 3 * h * 7 + 9);
+}
+
 TEST_F(HfRoundTripTest, RefusesWhatNoArchitectureExpresses) {
   Config capacity = mixtral_config();
   capacity.model.moe.capacity_factor = 1.25;
@@ -202,6 +238,10 @@ TEST_F(HfRoundTripTest, RefusesWhatNoArchitectureExpresses) {
   grouped_softmax.model.moe.num_groups = 2;
   grouped_softmax.model.moe.group_topk = 1;
   EXPECT_NE(message(grouped_softmax, 0.0, "d").find("group-limited routing"), std::string::npos);
+  Config mla = mixtral_config();
+  mla.model.num_kv_heads = 0;
+  mla.model.mla = {.q_lora_rank = 8, .kv_lora_rank = 8, .qk_nope_head_dim = 4, .qk_rope_head_dim = 4, .v_head_dim = 4};
+  EXPECT_NE(message(mla, 0.0, "d").find("model.kv_lora_rank 8: multi-head latent attention"), std::string::npos);
   EXPECT_FALSE(fs::exists(root_ + "/a") || fs::exists(root_ + "/b") || fs::exists(root_ + "/c") ||
                fs::exists(root_ + "/d"));
 

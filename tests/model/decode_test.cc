@@ -4,6 +4,7 @@
 // logits compared. On the cpu and the reference backend (backend/backend.h), and across them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -88,6 +89,32 @@ TEST(Decode, CachedLogitsMatchFullWindowOnBothBackends) {
   expect_near(cpu_cached, cpu_full, 1e-5, "cpu: cached against full window");
   expect_near(ref_cached, ref_full, 1e-5, "reference: cached against full window");
   expect_near(cpu_cached, ref_cached, 1e-5, "cached: cpu against reference");
+}
+
+// Multi-head latent attention: the latent cache and the absorbed key/value projections
+// (model/mla_cached.cc) against the full window, which expands every head's keys and values.
+TEST(Decode, LatentCacheOfMlaMatchesFullWindow) {
+  ModelConfig m = decode_model();
+  m.num_kv_heads = 0;
+  m.mla = {.q_lora_rank = 12, .kv_lora_rank = 10, .qk_nope_head_dim = 6, .qk_rope_head_dim = 4, .v_head_dim = 8};
+  m.rope_scaling = {.factor = 2, .original_max_position_embeddings = 8, .mscale = 1, .mscale_all_dim = 1};
+  const KvCache cache(m, 4);
+  EXPECT_EQ(cache.heads * cache.head_dim, 10 + 4);  // per token and layer, instead of 4 (10 + 8) K/V floats
+  EXPECT_TRUE(cache.v[0].empty());
+  std::vector<int> tokens;
+  for (int i = 0; i < m.seq_length; ++i) tokens.push_back((i * 29 + 5) % m.vocab_size);
+  const int prompt = 4;
+  CpuBackend cpu;
+  ReferenceBackend reference;
+  const auto full = logits_of(m, cpu, false, tokens, prompt);
+  const auto cached = logits_of(m, cpu, true, tokens, prompt);
+  expect_near(cached, full, 1e-5, "cpu: cached against full window");
+  expect_near(logits_of(m, reference, true, tokens, prompt), logits_of(m, reference, false, tokens, prompt), 1e-5,
+              "reference: cached against full window");
+  for (size_t s = 0; s < full.size(); ++s)  // greedy decoding picks the same tokens
+    EXPECT_EQ(std::max_element(cached[s].begin(), cached[s].end()) - cached[s].begin(),
+              std::max_element(full[s].begin(), full[s].end()) - full[s].begin())
+        << "step " << s;
 }
 
 }  // namespace

@@ -243,6 +243,40 @@ TEST(ModelGradient, SoftmaxWithoutRenormalisingMatchesFiniteDifferences) {
   check_gradients(m, 1e-2, 2e-2);
 }
 
+// Multi-head latent attention (model/mla_block.h): 2 heads, qk 4 + 4 and v 6 (the attention core's
+// heads zero-padded to 8), YaRN with mscale_all_dim (the softmax scale's correction); with a query
+// compression (q_lora_rank) and with a plain query projection.
+ModelConfig mla_config(int q_lora_rank) {
+  ModelConfig cfg = tiny_config();
+  cfg.mla = {.q_lora_rank = q_lora_rank, .kv_lora_rank = 8, .qk_nope_head_dim = 4, .qk_rope_head_dim = 4,
+             .v_head_dim = 6};
+  cfg.rope_scaling = {.factor = 4, .original_max_position_embeddings = 4, .mscale = 1, .mscale_all_dim = 1};
+  return cfg;
+}
+
+TEST(ModelGradient, MultiHeadLatentAttentionMatchesFiniteDifferences) {
+  for (int q_lora_rank : {6, 0}) {
+    SCOPED_TRACE(q_lora_rank ? "q_lora_rank 6" : "plain query projection");
+    TinyModel m(mla_config(q_lora_rank));
+    EXPECT_LT(m.params.find("layers.0.attn.qkv.weight"), 0);
+    EXPECT_EQ(m.params.info(m.params.find("layers.0.attn.kv_a.weight")).global_shape, Shape({16, 8 + 4}));
+    EXPECT_EQ(m.params.info(m.params.find("layers.0.attn.kv_b.weight")).global_shape, Shape({8, 2 * (4 + 6)}));
+    EXPECT_EQ(m.params.info(m.params.find("layers.0.attn.out.weight")).global_shape, Shape({2 * 6, 16}));
+    if (q_lora_rank) {
+      EXPECT_EQ(m.params.info(m.params.find("layers.1.attn.q_b.weight")).global_shape, Shape({6, 2 * 8}));
+      // The latent norms start at 1; spread them so that their gradients are checked away from it.
+      for (const char* name : {"layers.0.attn.q_a_norm.weight", "layers.1.attn.kv_a_norm.weight"}) {
+        const int id = m.params.find(name);
+        for (int64_t i = 0; i < m.params.info(id).numel(); ++i) m.params.value(id)[i] = 0.5f + 0.1f * float(i % 7);
+      }
+    } else {
+      EXPECT_EQ(m.params.info(m.params.find("layers.1.attn.q.weight")).global_shape, Shape({16, 2 * 8}));
+    }
+    spread_router(m, 100.0f);
+    check_gradients(m, 1e-2, 2e-2);
+  }
+}
+
 std::vector<float> gradients_with(RecomputeGranularity mode, const ModelConfig& cfg = tiny_config()) {
   TinyModel m(cfg, 2, mode);
   m.params.zero_grads();
@@ -270,6 +304,9 @@ TEST(ModelRecompute, FullAndSelectiveGiveIdenticalGradients) {
   const std::vector<float> with_options = gradients_with(RecomputeGranularity::kNone, options);
   EXPECT_EQ(with_options, gradients_with(RecomputeGranularity::kFull, options));
   EXPECT_EQ(with_options, gradients_with(RecomputeGranularity::kSelective, options));
+  const std::vector<float> mla = gradients_with(RecomputeGranularity::kNone, mla_config(6));
+  EXPECT_EQ(mla, gradients_with(RecomputeGranularity::kFull, mla_config(6)));
+  EXPECT_EQ(mla, gradients_with(RecomputeGranularity::kSelective, mla_config(6)));
 }
 
 TEST(ModelTraining, OverfitsOneBatch) {

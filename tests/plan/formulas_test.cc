@@ -37,6 +37,35 @@ TEST(ParamCount, TinyModelByHand) {
   EXPECT_DOUBLE_EQ(c.active, 1480 + 2 * 384);  // top-2 of the 4 experts
 }
 
+// Multi-head latent attention with DeepSeek-V3's shapes (d 7168, 128 heads, q_lora 1536, kv_lora 512,
+// qk 128 + 64, v 128): per layer q_a 7168 x 1536, q_b 1536 x 128 x 192, kv_a 7168 x 576, kv_b
+// 512 x 128 x 256, o 128 x 128 x 7168 = 187,105,280 weights, and the latent norms 1536 + 512.
+TEST(ParamCount, MultiLatentAttentionOfDeepSeekV3) {
+  ModelConfig m = tiny_moe();
+  m.hidden_size = 7168;
+  m.num_heads = 128;
+  m.num_kv_heads = 0;
+  m.mla = {.q_lora_rank = 1536, .kv_lora_rank = 512, .qk_nope_head_dim = 128, .qk_rope_head_dim = 64,
+           .v_head_dim = 128};
+  const ModelParamCount c = count_model_params(m);
+  EXPECT_DOUBLE_EQ(c.attention, m.num_layers * 187105280.0);
+  EXPECT_DOUBLE_EQ(c.norms, m.num_layers * (2 * 7168 + 1536 + 512) + 7168);
+  // TP 4 shards q_b, kv_b and o by heads; q_a, kv_a and the latent norms stay whole on every rank.
+  const double replicated = 7168.0 * (1536 + 576);
+  EXPECT_DOUBLE_EQ(m.attention_replicated_weights(), replicated);
+  EXPECT_DOUBLE_EQ(m.attention_sharded_weights(), 187105280.0 - replicated);
+  // Forward FLOPs of a 4096-token sequence: 2 s per weight, and per head and layer the scores over
+  // 192 and the weighted sum over 128 positions' values.
+  const double s = 4096;
+  ModelConfig plain = m;  // the same model with multi-head attention of 128 heads of 56
+  plain.mla = {};
+  const double plain_weights = 7168.0 * 3 * 7168 + 7168.0 * 7168;
+  const double expected = m.num_layers * (2 * s * (187105280.0 - plain_weights) + 2 * s * s * 128 * (192 + 128) -
+                                          2 * s * s * 7168 * 2);
+  const double got = model_forward_flops_per_sequence(m, 4096) - model_forward_flops_per_sequence(plain, 4096);
+  EXPECT_NEAR(got, expected, 1e-9 * std::abs(expected));
+}
+
 // tiny_moe with multi-query attention (2 query heads on 1 KV head), routed experts of 8 and one
 // shared expert of 4.
 ModelConfig tiny_options() {

@@ -196,7 +196,9 @@ void expect_megatron_accepts(const MegatronRun& r, int world, bool moe, const st
   // 1.0, the default, so not given). --rotary-base is type=int in the parser. Fusion stays Megatron's default
   // (TransformerConfig.__post_init__ accepts interleaved + fused with TE >= 2.3; the comment says so).
   EXPECT_EQ(r.flags.at("--position-embedding-type"), "rope");
-  EXPECT_TRUE(r.flags.count("--rotary-interleaved"));
+  // TransformerConfig.__post_init__: "rotary_interleaved does not work with multi_latent_attention" (its MLA
+  // RoPE takes the (2i, 2i+1) pairs itself).
+  EXPECT_EQ(r.flags.count("--rotary-interleaved") > 0, r.flags.count("--multi-latent-attention") == 0);
   EXPECT_FALSE(r.flags.count("--rotary-percent"));
   const std::string base = r.flags.at("--rotary-base");
   EXPECT_EQ(std::to_string(std::stoll(base)), base) << "--rotary-base must be an integer";
@@ -254,6 +256,36 @@ TEST(MegatronExport, DenseTensorParallel) {
   const MegatronRun with = parse_run(export_megatron(ctx, sp));
   expect_megatron_accepts(with, 64, false, "dense tp8 sp");
   EXPECT_TRUE(with.flags.count("--sequence-parallel"));
+}
+
+// Multi-head latent attention (DeepSeek-V3's shapes on the preset's MoE), with YaRN and without.
+TEST(MegatronExport, MultiLatentAttention) {
+  PlanContext ctx = context("moe-120b");
+  ctx.model.num_kv_heads = 0;
+  ctx.model.mla = {.q_lora_rank = 1536, .kv_lora_rank = 512, .qk_nope_head_dim = 128, .qk_rope_head_dim = 64,
+                   .v_head_dim = 128};
+  ctx.model.rope_scaling = {.factor = 40, .original_max_position_embeddings = 4096, .mscale = 1, .mscale_all_dim = 1};
+  const Layout layout = parse_layout("dp=2,ep=8,tp=4,pp=1,mb=16,recompute=full", ctx.setup.global_batch, 64);
+  const MegatronRun r = parse_run(export_megatron(ctx, layout));
+  expect_megatron_accepts(r, 64, true, "mla");
+  EXPECT_TRUE(r.flags.count("--multi-latent-attention"));
+  EXPECT_FALSE(r.flags.count("--group-query-attention"));  // arguments.py: MLA asserts not GQA
+  EXPECT_EQ(r.flags.at("--q-lora-rank"), "1536");
+  EXPECT_EQ(r.flags.at("--kv-lora-rank"), "512");
+  EXPECT_EQ(r.flags.at("--qk-head-dim"), "128");
+  EXPECT_EQ(r.flags.at("--qk-pos-emb-head-dim"), "64");
+  EXPECT_EQ(r.flags.at("--v-head-dim"), "128");
+  EXPECT_EQ(r.flags.at("--rope-type"), "yarn");
+  EXPECT_EQ(r.flags.at("--rotary-scaling-factor"), "40");
+  EXPECT_EQ(r.flags.at("--yarn-original-max-position-embeddings"), "4096");
+  EXPECT_EQ(r.flags.at("--mscale-all-dim"), "1");
+  ctx.model.mla.q_lora_rank = 0;  // a plain query projection: no --q-lora-rank (Megatron's None)
+  ctx.model.rope_scaling = {};
+  const MegatronRun plain = parse_run(export_megatron(ctx, layout));
+  expect_megatron_accepts(plain, 64, true, "mla without q_lora_rank");
+  EXPECT_FALSE(plain.flags.count("--q-lora-rank"));
+  EXPECT_EQ(plain.flags.at("--rope-type"), "rope");
+  EXPECT_FALSE(plain.flags.count("--rotary-scaling-factor"));
 }
 
 TEST(MegatronExport, MoeExpertAndTensorParallel) {
