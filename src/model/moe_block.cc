@@ -29,6 +29,7 @@ struct MoeSaved {
   int* topk_idx;       // [T, k]
   float* topk_w;       // [T, k]
   int* counts;         // [E] of all T tokens
+  int* seq_counts;     // [E] of the whole sequences: counts summed over the CP group (counts without CP)
   int* row_slot;       // [T * k]
   int* slot_row;       // [T * k]
   float* xr;           // [R, d] rows at this rank's experts, grouped by local expert
@@ -274,6 +275,13 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
     sp_all_gather(ctx, s->my_w, s->topk_w, k);
   }
   ctx.backend().router_expert_counts(s->counts, s->topk_idx, T, E, k);
+  // The aux loss is the unsplit sequences': tokens per expert over the CP group (model/context_parallel.h).
+  s->seq_counts = s->counts;
+  if (ctx.context_parallel()) {
+    s->seq_counts = keep.alloc_i32(E);
+    ctx.backend().copy(s->seq_counts, s->counts, sizeof(int) * size_t(E));
+    ctx.pc.cp->all_reduce(s->seq_counts, size_t(E), DType::kI32);
+  }
   // Replica weights (once per step) travel while the rows are planned and dispatched, unless the
   // trainer's prefetch already started them (waited for before the GEMMs). When this call starts the
   // fetch it copies the home weights, which ZeRO-3 gathers for it (model/layer_hooks.h).
@@ -349,11 +357,13 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
     for (int e = 0; e < E; ++e) st->tokens_per_expert[e] += s->counts[e];
     st->routed_slots += double(T) * k;
     st->dropped_slots += double(T) * k - rows;
-    // This rank's rows' shares of the losses (all of them without a shard), summed over TP so that
-    // every TP rank records the TP run's values.
-    double losses[2] = {ctx.backend().router_aux_loss(s->probs, s->counts, n, E, k, scoring_, T),
-                        ctx.backend().router_z_loss(s->lse, n, T)};
+    // This rank's rows' shares of the losses (all of them without a shard), summed over TP and CP
+    // so that every rank records the unsplit TP run's values.
+    const int seq_tokens = T * ctx.pc.cp_size();
+    double losses[2] = {ctx.backend().router_aux_loss(s->probs, s->seq_counts, n, E, k, scoring_, seq_tokens),
+                        ctx.backend().router_z_loss(s->lse, n, seq_tokens)};
     if (sharded) ctx.pc.tp->all_reduce(losses, 2, DType::kF64);
+    if (ctx.context_parallel()) ctx.pc.cp->all_reduce(losses, 2, DType::kF64);
     st->aux_loss += losses[0];
     st->z_loss += losses[1];
     st->micro_batches += 1;
@@ -433,9 +443,13 @@ void MoeBlock::backward(float* dx, const float* x_in, const void* saved, BlockCo
 
   // The router's backward on the rows it routed: with the counts and token count of all T tokens,
   // a shard's dlogits are the whole micro-batch's loss gradient on its rows (kernels/router.h).
+  // Under context parallelism the micro-batch is the CP group's: its losses weigh cp times a rank's
+  // share of the step objective (grad_scale counts each CP rank as a data replica).
   float* dlogits = ctx.scratch.alloc_f32(size_t(n) * E);
-  ctx.backend().router_backward(dlogits, my_dtopk_w, s->probs, s->lse, s->my_idx, s->my_w, s->counts, n, E, k,
-                                aux_coeff_ * ctx.grad_scale, z_coeff_ * ctx.grad_scale, scoring_, s->logits, T);
+  const int cp = ctx.pc.cp_size();
+  ctx.backend().router_backward(dlogits, my_dtopk_w, s->probs, s->lse, s->my_idx, s->my_w, s->seq_counts, n, E, k,
+                                aux_coeff_ * ctx.grad_scale * cp, z_coeff_ * ctx.grad_scale * cp, scoring_, s->logits,
+                                T * cp);
   if (sharded) {
     // Its input gradient is complete on this rank's rows; its weight gradient covers only this
     // rank's tokens, so it is summed over TP like the norm weights' (model/sequence_shard.h).
