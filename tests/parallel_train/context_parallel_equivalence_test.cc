@@ -20,7 +20,12 @@
 
 #include "../common/equivalence_harness.h"
 #include "../train/train_fixture.h"
+#include "comm/mpi/mpi_communicator.h"
 #include "model/context_parallel.h"
+#include "plan/layout.h"
+#include "plan/memory_model.h"
+#include "plan/model_source.h"
+#include "train/trainer.h"
 
 namespace moe4d {
 namespace {
@@ -137,6 +142,43 @@ TEST(ContextParallelChunks, Size2RanksHoldChunksIAndTwoCpMinusOneMinusI) {
   std::vector<int> one = {5, 6, 7, 8};
   cp_keep_local_tokens(one.data(), 1, 4, 1, 0);
   EXPECT_EQ(one, (std::vector<int>{5, 6, 7, 8}));
+}
+
+// The planner's activation model (plan/memory_model.h) against the saved activations the runtime
+// measures per pipeline stage, for CP layouts of 4 ranks (fp32, as the run): the per-token terms
+// shrink by CP, attention's q/k/v and probabilities stay whole-sequence (the all-gather form).
+TEST(ContextParallelMemory, Size4PlannerPredictsTheMeasuredActivations) {
+  test::TempDir dir;
+  const std::string shard = test::write_synthetic_shard(dir.file("train.bin"), 64, 20000);
+  const CpLayout layouts[] = {{.dp = 4},
+                              {.dp = 4, .cp = 4},
+                              {.tp = 2, .sequence_parallel = true},
+                              {.pp = 2},
+                              {.dp = 4, .cp = 4, .recompute = R::kSelective},
+                              {.dp = 4, .cp = 4, .recompute = R::kFull}};
+  for (const CpLayout& layout : layouts) {
+    Config config = layout_config(layout, shard);
+    config.model.num_layers = 4;
+    config.model.seq_length = 64;
+    auto world = MpiCommunicator::world(CommOptions{.timeout_seconds = 120});
+    ASSERT_EQ(world->size(), 4);
+    auto pc = make_parallel_context(std::move(world), config.parallel, 0);
+    Trainer trainer(config, *pc, {.quiet = true, .metrics_path = "/dev/null"});
+    StepResult r;
+    for (int i = 0; i < 2; ++i) r = trainer.train_step();
+    const Layout planned = layout_from_parallel_config(config.parallel, config.train.global_batch_size, 4);
+    ASSERT_EQ(planned.cp, layout.cp);
+    const TrainingSetup setup = setup_from_config(config);
+    ClusterSpec cluster;
+    cluster.memory_reserve_fraction = 0;
+    for (int s = 0; s < planned.pp; ++s) {
+      const double predicted =
+          stage_memory(config.model, setup, planned, cluster, s, stage_params(config.model, planned, s)).activations;
+      const double measured = r.record["pipeline"]["peak_activation_bytes"][s].get<double>();
+      EXPECT_NEAR(measured / predicted, 1.0, 0.10) << layout.name() << " stage " << s << ": measured " << measured
+                                                  << ", planned " << predicted;
+    }
+  }
 }
 
 }  // namespace
