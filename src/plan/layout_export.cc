@@ -76,13 +76,9 @@ std::string export_moe4d_config(const PlanContext& ctx, const Layout& layout, co
 std::string export_mindformers(const PlanContext& ctx, const Layout& l) {
   const ModelConfig& m = ctx.model;
   // MindFormers' data_parallel includes the expert-parallel ranks; its world is data_parallel x
-  // model_parallel x context_parallel x pipeline_stage.
+  // model_parallel x context_parallel x pipeline_stage (and data_parallel x context_parallel, here
+  // dp x ep, is what expert_parallel must divide).
   const int mf_dp = l.dense_replicas();
-  if (l.cp > 1 && m.is_moe() && mf_dp % l.ep != 0)
-    fail("--export mindformers: MindFormers needs expert_parallel {} to divide its data_parallel, which is dp {} x ep {} "
-         "/ cp {} = {} for this layout; use a layout where cp divides dp (e.g. more data parallelism) or export another "
-         "format",
-         l.ep, l.dp, l.ep, l.cp, mf_dp);
   if (m.is_moe() && !(m.moe.aux_loss_coeff > 0 && m.moe.aux_loss_coeff < 1))
     fail("--export mindformers: MindFormers' MoEConfig needs 0 < aux_loss_factor < 1, but moe.aux_loss_coeff is {}; "
          "set moe.aux_loss_coeff in (0, 1) or export another format",
