@@ -12,6 +12,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -119,6 +121,36 @@ const CpLayout kFourRanks[] = {
 auto layout_name = [](const ::testing::TestParamInfo<CpLayout>& info) { return info.param.name(); };
 INSTANTIATE_TEST_SUITE_P(Size2, ContextParallelEquivalence, ::testing::ValuesIn(kTwoRanks), layout_name);
 INSTANTIATE_TEST_SUITE_P(Size4, ContextParallelEquivalence, ::testing::ValuesIn(kFourRanks), layout_name);
+
+// Evaluation (Trainer::evaluate, `moe4d eval`) under context parallelism: the CP ranks of a dense
+// replica read the same validation windows and their token means average to the unsplit loss.
+TEST(ContextParallelEvaluation, Size2ValidationLossIsTheSingleRankRuns) {
+  test::TempDir dir;
+  Config config = layout_config({}, test::write_synthetic_shard(dir.file("train.bin"), 64, 20000));
+  config.data.valid = config.data.train;
+  config.train.eval_batches = 2;
+  auto world = MpiCommunicator::world(CommOptions{.timeout_seconds = 120});
+  ASSERT_EQ(world->size(), 2);
+  test::EquivalenceRun out;
+  out.rank = world->rank();
+  Config single = config;
+  single.parallel = ParallelConfig{};
+  single.parallel.micro_batch_num = config.parallel.micro_batch_num * config.parallel.dense_replicas();
+  std::unique_ptr<ParallelContext> local;
+  std::unique_ptr<Trainer> reference;
+  if (out.rank == 0) {
+    local = make_single_rank_context();
+    reference = std::make_unique<Trainer>(single, *local, TrainerOptions{.quiet = true, .metrics_path = "/dev/null"});
+  }
+  auto pc = make_parallel_context(std::move(world), config.parallel, 0);
+  Trainer run(config, *pc, {.quiet = true, .metrics_path = "/dev/null"});
+  test::train_lock_step(config, reference.get(), out.rank == 0, run, *pc, 2, out);  // run takes the reference's state
+  const double mine = run.evaluate();
+  if (out.rank != 0) return;
+  const double expected = reference->evaluate();
+  ASSERT_TRUE(std::isfinite(expected));
+  EXPECT_NEAR(mine, expected, 1e-5 * expected);
+}
 
 // The chunk layout: CP rank i holds chunks i and 2 CP - 1 - i of every sequence, in that order, so
 // the CP ranks' rows together are every position exactly once.
