@@ -41,7 +41,7 @@ void add_plan_command(CLI::App& app) {
                   "device count, or a comma-separated list to sweep (default: the cluster's)");
   cmd->add_option("--layout", flags->layout,
                   "evaluate one layout, e.g. dp=2,ep=8,tp=4,pp=1,mb=16,schedule=1f1b,recompute=full,zero=1 "
-                  "(keys dp ep tp pp mb mbs schedule v recompute zero order), or 'config' for MODEL's parallel_config");
+                  "(keys dp ep tp pp cp mb mbs schedule v recompute zero order sp), or 'config' for MODEL's parallel_config");
   cmd->add_option("--top", flags->top, "rows of the ranked table")->capture_default_str();
   cmd->add_flag("--show-rejected", flags->show_rejected, "list every refused DP x EP x TP x PP split and why");
   cmd->add_option("--format", flags->format, "table or json")->capture_default_str();

@@ -46,12 +46,13 @@ std::vector<std::string> train_start_lines(const Config& config, const TrainPref
     model += fmt::format(": {} parameters", format_count(params.total()));
   lines.push_back(model);
 
-  const int64_t replicas = int64_t(p.data_parallel) * p.expert_parallel;
+  const int64_t replicas = p.dense_replicas();  // the CP ranks of a replica share its sequences
   const int64_t micro = config.train.global_batch_size / (replicas * p.micro_batch_num);
+  const std::string cp = p.context_parallel > 1 ? fmt::format(" / context_parallel {}", p.context_parallel) : "";
   lines.push_back(fmt::format(
-      "batch:  micro-batch {} sequences = train.global_batch_size {} / (data_parallel {} x expert_parallel {} x "
+      "batch:  micro-batch {} sequences = train.global_batch_size {} / (data_parallel {} x expert_parallel {}{} x "
       "micro_batch_num {}); {} tokens per step",
-      micro, config.train.global_batch_size, p.data_parallel, p.expert_parallel, p.micro_batch_num,
+      micro, config.train.global_batch_size, p.data_parallel, p.expert_parallel, cp, p.micro_batch_num,
       format_count(double(config.train.global_batch_size) * m.seq_length)));
 
   const auto& sources = config.data.train_sources;
@@ -77,6 +78,12 @@ std::vector<std::string> train_start_lines(const Config& config, const TrainPref
       "(= {} / (TP x PP), EP inside it)",
       world, p.data_parallel, p.expert_parallel, p.tensor_parallel, p.pipeline_parallel, p.tensor_parallel,
       p.pipeline_parallel, p.expert_parallel, world / (p.tensor_parallel * p.pipeline_parallel), world));
+  if (p.context_parallel > 1)
+    lines.push_back(fmt::format(
+        "layout: dense grid tp {} x cp {} x DP_dense {} per stage (each sequence split over {} ranks); in Megatron's "
+        "terms context-parallel {}, data-parallel {} (= {} / (TP x CP x PP))",
+        p.tensor_parallel, p.context_parallel, p.dense_replicas(), p.context_parallel, p.context_parallel,
+        p.dense_replicas(), world));
 
   try {
     const MemoryBreakdown mem = config_memory_per_rank(config);

@@ -147,9 +147,17 @@ struct ParallelConfig {
   // Megatron-style sequence parallelism (alias: use_seq_parallel): outside the TP regions the
   // activations are sharded along the sequence over the TP ranks (docs/config.md).
   bool sequence_parallel = false;
+  // Context parallelism (model/context_parallel.h): every sequence split over this many ranks, carved
+  // out of the data replicas (dp x ep); the dense grid of a stage is tp x cp x dense_replicas().
+  int context_parallel = 1;
+  // The experts' own tensor parallelism (parallel folding); 0: tensor_parallel (the only value
+  // supported today: parallel/layout_check.cc refuses another).
+  int expert_tensor_parallel = 0;
 
   int world_size() const { return data_parallel * expert_parallel * tensor_parallel * pipeline_parallel; }
   int data_replicas() const { return data_parallel * expert_parallel; }  // EP is carved out of DP
+  // Replicas reading different sequences: the data replicas over context parallelism (DP_dense).
+  int dense_replicas() const { return data_replicas() / context_parallel; }
 
   bool operator==(const ParallelConfig&) const = default;
 };

@@ -151,6 +151,10 @@ const ConfigKey kKeys[] = {
      "Megatron-style sequence parallelism"},
     {"parallel_config.use_seq_parallel", nullptr, 0, kAny, "", "sequence_parallel", "sequence_parallel",
      "MindFormers' sequence_parallel"},
+    {"parallel_config.context_parallel", FIELD(parallel.context_parallel), 0, kPositive, "", "", "",
+     "CP: ranks splitting every sequence"},
+    {"parallel_config.expert_tensor_parallel", FIELD(parallel.expert_tensor_parallel), kOmitZero, kNonNegative,
+     "a positive integer (or 0: tensor_parallel)", "", "", "ETP: the experts' tensor parallelism"},
 
     {"train", nullptr, kSection, kAny, "", "", "", "the optimisation"},
     {"train.global_batch_size", FIELD(train.global_batch_size), kRequired, kPositive, "", "", "",

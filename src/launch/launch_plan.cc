@@ -87,7 +87,8 @@ LaunchPlan plan_launch(const LaunchRequest& request, const ParallelConfig* paral
   if (parallel) {
     check_layout(*parallel, plan, config_source, hosts);
     plan.grid.emplace(parallel->data_parallel, parallel->expert_parallel, parallel->tensor_parallel,
-                      parallel->pipeline_parallel, parallel->rank_order, parallel->device_list);
+                      parallel->pipeline_parallel, parallel->rank_order, parallel->device_list,
+                      parallel->context_parallel);
   }
   for (int r = 0; r < plan.worker_num; ++r) {
     RankPlacement p{.rank = r, .host_index = r / plan.local_worker_num, .local_rank = r % plan.local_worker_num};
@@ -110,6 +111,7 @@ LaunchPlan plan_launch(const LaunchRequest& request, const ParallelConfig* paral
   add("dp", grid.groups({D::kDP}));
   if (grid.size(D::kEP) > 1 && grid.size(D::kDP) > 1) add("dp x ep", grid.groups({D::kEP, D::kDP}));
   add("pp", grid.groups({D::kPP}));
+  add("cp", grid.cp_groups());  // the dense grid's context-parallel groups (consecutive data replicas)
   for (const CrossingGroups& c : plan.crossing) {
     if (c.dim != "tp" || c.crossing.empty() || request.allow_cross_node_tp) continue;
     fail("{} of {} tensor-parallel groups cross hosts ({} ranks per host): {}. TP all-reduces activations in every "
@@ -128,6 +130,9 @@ std::string placement_table(const LaunchPlan& plan) {
     out += fmt::format("placement: {} hosts x {} ranks = {} ranks; dp {} x ep {} x tp {} x pp {} (order {})\n",
                        plan.hosts.size(), plan.local_worker_num, plan.worker_num, g.size(D::kDP), g.size(D::kEP),
                        g.size(D::kTP), g.size(D::kPP), g.order());
+    if (g.context_parallel() > 1)
+      out += fmt::format("dense grid per stage: tp {} x cp {} x dp_dense {}\n", g.size(D::kTP), g.context_parallel(),
+                         g.size(D::kDP) * g.size(D::kEP) / g.context_parallel());
   } else {
     out += fmt::format("placement: {} hosts x {} ranks = {} ranks\n", plan.hosts.size(), plan.local_worker_num,
                        plan.worker_num);

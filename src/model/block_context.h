@@ -95,6 +95,10 @@ struct BlockContext {
   // The backend every kernel of the blocks runs on (numerics.backend, or this thread's CPU backend).
   Backend& backend() const;
   int tokens() const { return batch * seq; }
+  // Context parallelism (model/context_parallel.h): seq is this rank's share of each sequence of
+  // full_seq() positions.
+  bool context_parallel() const { return pc.cp_size() > 1; }
+  int full_seq() const { return seq * pc.cp_size(); }
   bool sequence_sharded() const { return sequence_parallel && pc.tp_size() > 1; }
   int shard_tokens() const { return sequence_sharded() ? tokens() / pc.tp_size() : tokens(); }
 };

@@ -247,6 +247,14 @@ void MoeBlock::experts_backward_weights(const ExpertExchangePlan& plan, const fl
 RouterBalance MoeBlock::balance_statistics(const int* counts, const int* topk_idx, Arena& keep,
                                            BlockContext& ctx) const {
   const int T = ctx.tokens(), E = experts_, k = top_k_;
+  if (ctx.context_parallel()) {  // the unsplit sequences' counts (model/context_parallel.h); exact below 2^24
+    MOE4D_CHECK_MSG(balancing_ == LoadBalancing::kAuxLoss, "context parallelism with load balancing type {}",
+                    static_cast<int>(balancing_));  // refused by the config's rules
+    float* c = keep.alloc_f32(E);
+    for (int e = 0; e < E; ++e) c[e] = float(counts[e]);
+    ctx.pc.cp->all_reduce(c, size_t(E));
+    return micro_batch_balance(c, double(T) * ctx.pc.cp_size());
+  }
   if (balancing_ == LoadBalancing::kSeqAuxLoss) {
     // Per sequence: the counts of its own tokens (sequence b's rows are b*seq .. (b+1)*seq-1 of the
     // gathered decisions, and the run of b in every rank's rows), averaged over the sequences.
@@ -390,11 +398,12 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
     for (int e = 0; e < E; ++e) st->tokens_per_expert[e] += s->counts[e];
     st->routed_slots += double(T) * k;
     st->dropped_slots += double(T) * k - rows;
-    // This rank's rows' shares of the losses (all of them without a shard), summed over TP so that
-    // every TP rank records the TP run's values.
+    // This rank's rows' shares of the losses (all of them without a shard), summed over TP and CP
+    // so that every rank records the unsplit TP run's values.
     double losses[2] = {ctx.backend().router_aux_loss(s->probs, s->balance, n, E, k, scoring_),
-                        ctx.backend().router_z_loss(s->lse, n, T)};
+                        ctx.backend().router_z_loss(s->lse, n, T * ctx.pc.cp_size())};
     if (sharded) ctx.pc.tp->all_reduce(losses, 2, DType::kF64);
+    if (ctx.context_parallel()) ctx.pc.cp->all_reduce(losses, 2, DType::kF64);
     st->aux_loss += losses[0];
     st->z_loss += losses[1];
     st->micro_batches += 1;
@@ -474,9 +483,15 @@ void MoeBlock::backward(float* dx, const float* x_in, const void* saved, BlockCo
 
   // The router's backward on the rows it routed: with the counts and token count of all T tokens,
   // a shard's dlogits are the whole micro-batch's loss gradient on its rows (kernels/router.h).
+  // Under context parallelism the micro-batch is the CP group's: its losses weigh cp times a rank's
+  // share of the step objective (grad_scale counts each CP rank as a data replica).
   float* dlogits = ctx.scratch.alloc_f32(size_t(n) * E);
+  // Under CP the losses are the whole sequences' (T x cp tokens): this rank's rows carry their share,
+  // which the 1 / (data replicas x micro-batches) of grad_scale would count cp times too little.
+  const int cp = ctx.pc.cp_size();
   ctx.backend().router_backward(dlogits, my_dtopk_w, s->probs, s->lse, s->my_idx, s->my_w, s->balance, n, E, k,
-                                aux_coeff_ * ctx.grad_scale, z_coeff_ * ctx.grad_scale, scoring_, s->logits, T);
+                                aux_coeff_ * ctx.grad_scale * cp, z_coeff_ * ctx.grad_scale * cp, scoring_, s->logits,
+                                T * cp);
   if (sharded) {
     // Its input gradient is complete on this rank's rows; its weight gradient covers only this
     // rank's tokens, so it is summed over TP like the norm weights' (model/sequence_shard.h).

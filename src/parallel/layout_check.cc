@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "config/config.h"
+#include "config/config_names.h"
 #include "config/layout_rules.h"
 #include "core/error.h"
 
@@ -86,6 +87,24 @@ void check_pipeline(const ModelConfig& model, const ParallelConfig& p) {
          p.micro_batch_num, p.pipeline_parallel, p.pipeline_parallel);
 }
 
+// The two grids of a stage (docs/config.md): the MoE grid dp x ep x etp, the dense grid
+// tp x cp x DP_dense. Parallel folding (etp != tp) is not built yet; CP is carved out of the data
+// replicas dp x ep, so it must divide them.
+void check_dense_grid(const ParallelConfig& p) {
+  require_positive("context_parallel", p.context_parallel);
+  if (p.expert_tensor_parallel != 0 && p.expert_tensor_parallel != p.tensor_parallel)
+    fail("expert_tensor_parallel {} differs from tensor_parallel {}: parallel folding (experts with their own tensor "
+         "parallelism) is not supported yet; set expert_tensor_parallel: {} or leave it unset",
+         p.expert_tensor_parallel, p.tensor_parallel, p.tensor_parallel);
+  const int replicas = p.data_parallel * p.expert_parallel;
+  if (replicas % p.context_parallel != 0)
+    fail("context_parallel {} does not divide data_parallel {} x expert_parallel {} = {} (the ranks of a stage beside "
+         "tensor_parallel, which context parallelism splits into DP_dense x CP); set context_parallel to a divisor of "
+         "{} ({}), or data_parallel to a multiple of {}",
+         p.context_parallel, p.data_parallel, p.expert_parallel, replicas, replicas, small_divisors(replicas),
+         p.context_parallel / std::gcd(p.context_parallel, p.expert_parallel));
+}
+
 }  // namespace
 
 void validate_parallel_size(const ParallelConfig& p, int world_size) {
@@ -95,6 +114,7 @@ void validate_parallel_size(const ParallelConfig& p, int world_size) {
   require_positive("pipeline_parallel", p.pipeline_parallel);
   require_positive("micro_batch_num", p.micro_batch_num);
   require_positive("virtual_pipeline", p.virtual_pipeline);
+  check_dense_grid(p);
   if (p.world_size() != world_size) {
     // MindFormers' parallel_config counts the expert-parallel ranks inside data_parallel (its world is
     // data_parallel x model_parallel x pipeline_stage); a config written with that reading is recognised
@@ -141,6 +161,28 @@ void validate_layout(const ModelConfig& model, const ParallelConfig& p, int64_t 
          "tensor_parallel {}; use a seq_length that is a multiple of {}, or sequence_parallel: false",
          model.seq_length, p.tensor_parallel, p.tensor_parallel);
 
+  // Context parallelism cuts each sequence into 2 x cp causal chunks (model/context_parallel.h),
+  // and under sequence parallelism each rank's cp share again into tp slices.
+  if (const int cp = p.context_parallel; cp > 1) {
+    const int64_t unit = 2 * int64_t{cp} * (p.sequence_parallel ? p.tensor_parallel : 1);
+    if (model.seq_length % unit != 0)
+      fail("context_parallel {} needs seq_length divisible by 2 x context_parallel{} = {} (the causal load-balanced "
+           "chunks{}), but seq_length is {}; use seq_length {}, or another context_parallel",
+           cp, p.sequence_parallel ? " x tensor_parallel" : "", unit,
+           p.sequence_parallel ? ", each cut into tensor_parallel sequence-parallel slices" : "", model.seq_length,
+           nearby_multiples(model.seq_length, unit));
+    // Not built yet: the per-sequence and global-batch statistics over the CP group, and MLA's
+    // latent attention over the gathered sequence.
+    if (model.is_moe() && model.moe.load_balancing_type != LoadBalancing::kAuxLoss)
+      fail("context_parallel {} supports moe.load_balancing_type aux_loss only, not {} (its statistics are not yet "
+           "reduced over the context-parallel ranks); use aux_loss, or context_parallel: 1",
+           cp, config_names::name_of(config_names::kLoadBalancingNames, model.moe.load_balancing_type));
+    if (model.is_mla())
+      fail("context_parallel {} is not supported with multi-head latent attention (model.kv_lora_rank {}) yet; use "
+           "context_parallel: 1",
+           cp, model.mla.kv_lora_rank);
+  }
+
   if (p.expert_parallel > 1 && !model.is_moe())
     fail("expert_parallel {} needs a MoE model, but moe.num_experts is 0 (dense); set expert_parallel: 1 or give the "
          "model experts",
@@ -175,12 +217,15 @@ void validate_layout(const ModelConfig& model, const ParallelConfig& p, int64_t 
   check_pipeline(model, p);
 
   require_positive("global_batch_size", global_batch_size);
-  int64_t replicas_x_micro = static_cast<int64_t>(p.data_parallel) * p.expert_parallel * p.micro_batch_num;
-  if (global_batch_size < replicas_x_micro || global_batch_size % replicas_x_micro != 0)
-    fail("global_batch_size {} is not divisible by data_parallel {} x expert_parallel {} x micro_batch_num {} = {} "
+  int64_t replicas_x_micro = static_cast<int64_t>(p.dense_replicas()) * p.micro_batch_num;
+  if (global_batch_size < replicas_x_micro || global_batch_size % replicas_x_micro != 0) {
+    const std::string cp =
+        p.context_parallel > 1 ? fmt::format(" / context_parallel {}", p.context_parallel) : std::string();
+    fail("global_batch_size {} is not divisible by data_parallel {} x expert_parallel {}{} x micro_batch_num {} = {} "
          "(every data replica needs whole micro-batches); use a multiple of {} (e.g. {})",
-         global_batch_size, p.data_parallel, p.expert_parallel, p.micro_batch_num, replicas_x_micro, replicas_x_micro,
-         nearby_multiples(global_batch_size, replicas_x_micro));
+         global_batch_size, p.data_parallel, p.expert_parallel, cp, p.micro_batch_num, replicas_x_micro,
+         replicas_x_micro, nearby_multiples(global_batch_size, replicas_x_micro));
+  }
 }
 
 }  // namespace moe4d

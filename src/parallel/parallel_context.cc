@@ -49,6 +49,22 @@ std::unique_ptr<Communicator> cut_group(Communicator& world, const RankGrid& gri
   return comm;
 }
 
+// The CP group (not a grid dimension: cp consecutive data replicas), named by the coordinates and
+// the dense replica it holds fixed, its members ordered by CP rank.
+std::unique_ptr<Communicator> cut_cp_group(Communicator& world, const RankGrid& grid, int rank) {
+  const std::vector<int> members = grid.cp_group(rank);
+  const auto all = grid.cp_groups();
+  const int color = static_cast<int>(std::find(all.begin(), all.end(), members) - all.begin());
+  const GridCoord c = grid.coord(rank);
+  std::unique_ptr<Communicator> comm =
+      world.split(color, grid.cp_rank(rank),
+                  fmt::format("cp[tp={},pp={},dense_replica={}]", c.tp, c.pp, grid.dense_replica(rank)));
+  MOE4D_CHECK(comm != nullptr);
+  MOE4D_CHECK_MSG(comm->world_ranks() == members, "group {} has world ranks {} but the grid says {}", comm->name(),
+                  fmt::join(comm->world_ranks(), ","), fmt::join(members, ","));
+  return comm;
+}
+
 // TP all-reduces sit on the critical path of every layer; across nodes they are an order of
 // magnitude slower. Said once, by world rank 0, with every offending group.
 void warn_if_tp_spans_nodes(const RankGrid& grid, int ranks_per_node) {
@@ -90,7 +106,8 @@ std::unique_ptr<ParallelContext> make_parallel_context(std::unique_ptr<Communica
   validate_parallel_size(config, world->size());
   apply_timeout(*world, config);
   auto ctx = new_context(RankGrid(config.data_parallel, config.expert_parallel, config.tensor_parallel,
-                                  config.pipeline_parallel, config.rank_order, config.device_list));
+                                  config.pipeline_parallel, config.rank_order, config.device_list,
+                                  config.context_parallel));
   const RankGrid& grid = ctx->grid;
   ctx->rank = world->rank();
   ctx->coord = grid.coord(ctx->rank);
@@ -103,6 +120,7 @@ std::unique_ptr<ParallelContext> make_parallel_context(std::unique_ptr<Communica
   // EP fastest, so the group rank equals ParallelContext::data_replica().
   ctx->dp_ep = cut_group(*world, grid, ctx->rank, "dp_ep", {D::kEP, D::kDP});
   ctx->pp = cut_group(*world, grid, ctx->rank, "pp", {D::kPP});
+  ctx->cp = cut_cp_group(*world, grid, ctx->rank);
   if (ctx->pp_size() > 1) {
     bool on_end = ctx->is_first_stage() || ctx->is_last_stage();
     int color = on_end ? index_of_group(grid.groups({D::kPP}), ctx->rank) : -1;
@@ -134,6 +152,7 @@ std::unique_ptr<ParallelContext> make_single_rank_context() {
   ctx->dp = std::make_unique<LocalCommunicator>(group_name("dp", ctx->coord, {D::kDP}));
   ctx->dp_ep = std::make_unique<LocalCommunicator>(group_name("dp_ep", ctx->coord, {D::kEP, D::kDP}));
   ctx->pp = std::make_unique<LocalCommunicator>(group_name("pp", ctx->coord, {D::kPP}));
+  ctx->cp = std::make_unique<LocalCommunicator>("cp[tp=0,pp=0,dense_replica=0]");
   ctx->dp_sync = std::make_unique<HierarchicalAllReduce>(*ctx->dp, 1);
   ctx->dp_ep_sync = std::make_unique<HierarchicalAllReduce>(*ctx->dp_ep, 1);
   return ctx;

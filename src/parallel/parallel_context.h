@@ -6,6 +6,8 @@
 //   ep     — expert parallel (token all-to-all)
 //   dp     — data parallel among ranks holding the same experts (expert gradient sync)
 //   dp_ep  — DP x EP: replicas of the dense parameters (dense gradient sync)
+//   cp     — context parallel (parallel/rank_grid.h): the ranks holding chunks of the same sequences;
+//            K/V all-gather in attention, the MoE router's statistics. dp_ep is DP_dense x CP.
 //   pp     — pipeline stages (activation send/recv)
 //   embed  — first and last pipeline stage of the same (dp, ep, tp) — tied-embedding gradient sync;
 //            null when pipeline_parallel == 1 or this rank is on neither end
@@ -36,6 +38,7 @@ struct ParallelContext {
   std::unique_ptr<Communicator> dp;
   std::unique_ptr<Communicator> dp_ep;
   std::unique_ptr<Communicator> pp;
+  std::unique_ptr<Communicator> cp;
   std::unique_ptr<Communicator> embed;
   // After the groups they reduce over (destroyed first).
   std::unique_ptr<HierarchicalAllReduce> dp_sync;
@@ -49,6 +52,10 @@ struct ParallelContext {
   bool is_last_stage() const { return coord.pp == pp_size() - 1; }
   // Index of this rank's data replica among the DP x EP replicas (which slice of the batch it reads).
   int data_replica() const { return coord.dp * ep_size() + coord.ep; }
+  int cp_size() const { return grid.context_parallel(); }
+  int cp_rank() const { return data_replica() % cp_size(); }
+  // Index of this rank's dense replica (which sequences it reads; its CP group reads the same).
+  int dense_replica() const { return data_replica() / cp_size(); }
 };
 
 // Cuts every group from the grid with world->split (collective over `world`). ranks_per_node <= 0

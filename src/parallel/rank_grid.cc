@@ -58,16 +58,20 @@ void GridCoord::set(ParallelDim dim, int value) {
   }
 }
 
-RankGrid::RankGrid(int dp, int ep, int tp, int pp, const std::string& order, std::vector<int> device_list)
+RankGrid::RankGrid(int dp, int ep, int tp, int pp, const std::string& order, std::vector<int> device_list, int cp)
     : order_{ParallelDim::kTP, ParallelDim::kEP, ParallelDim::kDP, ParallelDim::kPP},
       order_string_(order),
-      device_list_(std::move(device_list)) {
+      device_list_(std::move(device_list)),
+      cp_(cp) {
   sizes_[index_of(ParallelDim::kTP)] = tp;
   sizes_[index_of(ParallelDim::kEP)] = ep;
   sizes_[index_of(ParallelDim::kDP)] = dp;
   sizes_[index_of(ParallelDim::kPP)] = pp;
   for (ParallelDim dim : kAllDims)
     if (size(dim) < 1) fail("rank grid: {} size is {}; every parallel size must be >= 1", parallel_dim_name(dim), size(dim));
+
+  if (cp < 1 || (dp * ep) % cp != 0)
+    fail("rank grid: context parallel size {} must be >= 1 and divide dp {} x ep {} = {}", cp, dp, ep, dp * ep);
 
   std::vector<std::string> parts = split_order(order);
   bool valid = parts.size() == 4;
@@ -174,6 +178,38 @@ std::vector<std::vector<int>> RankGrid::groups(std::initializer_list<ParallelDim
   return result;
 }
 
+int RankGrid::data_replica(int rank) const {
+  const GridCoord c = coord(rank);
+  return c.dp * size(ParallelDim::kEP) + c.ep;
+}
+
+std::vector<int> RankGrid::replicas(int rank, int first, int stride, int count) const {
+  GridCoord c = coord(rank);
+  std::vector<int> members;
+  for (int i = 0; i < count; ++i) {
+    const int replica = first + i * stride;
+    c.dp = replica / size(ParallelDim::kEP);
+    c.ep = replica % size(ParallelDim::kEP);
+    members.push_back(this->rank(c));
+  }
+  return members;
+}
+
+std::vector<int> RankGrid::cp_group(int rank) const { return replicas(rank, dense_replica(rank) * cp_, 1, cp_); }
+
+std::vector<int> RankGrid::dense_dp_group(int rank) const {
+  return replicas(rank, cp_rank(rank), cp_, size(ParallelDim::kDP) * size(ParallelDim::kEP) / cp_);
+}
+
+std::vector<std::vector<int>> RankGrid::cp_groups() const {
+  std::vector<std::vector<int>> result;
+  for (int r = 0; r < world_size_; ++r) {
+    std::vector<int> members = cp_group(r);
+    if (*std::min_element(members.begin(), members.end()) == r) result.push_back(std::move(members));
+  }
+  return result;
+}
+
 bool RankGrid::spans_nodes(const std::vector<int>& group, int ranks_per_node) {
   if (group.empty() || ranks_per_node <= 0) return false;
   int node = node_of(group.front(), ranks_per_node);
@@ -204,6 +240,12 @@ std::string RankGrid::describe(int ranks_per_node) const {
       out += fmt::format(" {{{}}}{}", fmt::join(g, ","), span ? "*" : "");
     }
     out += any_span ? "  (* spans nodes)\n" : "\n";
+  }
+  if (cp_ > 1) {  // the dense grid: tp x cp x DP_dense
+    out += fmt::format("dense grid: tp {} x cp {} x dp_dense {}; cp groups:", size(ParallelDim::kTP), cp_,
+                       size(ParallelDim::kDP) * size(ParallelDim::kEP) / cp_);
+    for (const auto& g : cp_groups()) out += fmt::format(" {{{}}}", fmt::join(g, ","));
+    out += "\n";
   }
   return out;
 }

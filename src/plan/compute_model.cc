@@ -42,7 +42,7 @@ LayerCompute layer_compute(const ModelConfig& model, const TrainingSetup& setup,
   const Precision p = setup.precision;
   const double b = layout.micro_batch_size;
   const double s = setup.seq_length;
-  const double tokens = b * s;
+  const double tokens = b * s / layout.cp;  // this rank's share under context parallelism
   const double d = model.hidden_size;
   const double f = model.ffn_hidden_size;
   const double fe = model.expert_ffn();
@@ -77,6 +77,9 @@ LayerCompute layer_compute(const ModelConfig& model, const TrainingSetup& setup,
   } else {
     g.qkv = add(tokens, model.qkv_width() / t, d, 1);             // qkv (grouped-query: h + 2 kvh heads)
   }
+  // Context parallelism: fused (ring) attention computes this rank's queries, 1/cp of the causal
+  // blocks with load-balanced chunks; the runtime's all-gather form computes the whole sequences.
+  const double core = fused ? b * heads / layout.cp : b * heads;
   if (square) {
     // The whole S x S square per (sequence, head), the masked half included (batched GEMMs).
     g.attention = add(s, s, qk_dim, b * heads) + add(s, v_dim, s, b * heads);
@@ -84,8 +87,8 @@ LayerCompute layer_compute(const ModelConfig& model, const TrainingSetup& setup,
     // Causal attention per (sequence, head) in query blocks: block [r0, r1) only meets keys [0, r1).
     for (double r0 = 0; r0 < s; r0 += kCausalBlock) {
       const double r1 = std::min(s, r0 + kCausalBlock);
-      g.attention += add(r1 - r0, r1, qk_dim, b * heads, true);    // q k^T
-      g.attention += add(r1 - r0, v_dim, r1, b * heads, true);     // probs v
+      g.attention += add(r1 - r0, r1, qk_dim, core, true);         // q k^T
+      g.attention += add(r1 - r0, v_dim, r1, core, true);          // probs v
     }
   }
   out.attention_scores_time = g.attention;
@@ -137,7 +140,7 @@ LayerCompute layer_compute(const ModelConfig& model, const TrainingSetup& setup,
 
 PassCompute head_compute(const ModelConfig& model, const TrainingSetup& setup, const Layout& layout,
                          const ClusterSpec& cluster) {
-  const double tokens = static_cast<double>(layout.micro_batch_size) * setup.seq_length;
+  const double tokens = static_cast<double>(layout.micro_batch_size) * setup.seq_length / layout.cp;
   const double d = model.hidden_size;
   const double vocab = model.vocab_size / static_cast<double>(layout.tp);
   PassCompute out;

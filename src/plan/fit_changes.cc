@@ -33,7 +33,7 @@ int changed_count(const Layout& from, const Layout& to) {
 FitSuggestion fit_changes(const PlanContext& ctx, const Layout& layout) {
   LayoutEvaluator evaluator(ctx);
   const double limit = memory_limit(ctx.cluster);
-  const int64_t per_replica = ctx.setup.global_batch / layout.data_replicas();
+  const int64_t per_replica = ctx.setup.global_batch / layout.dense_replicas();
   std::vector<bool> sp_options = {false};
   if (layout.tp > 1 && ctx.setup.seq_length % layout.tp == 0) sp_options.push_back(true);
   FitSuggestion best;

@@ -67,11 +67,13 @@ std::string layout_to_string(const Layout& l) {
   out += fmt::format(",recompute={},zero={},order={}", recompute_name(l.recompute), l.zero_stage,
                      rank_order_string(l.order));
   if (l.sequence_parallel) out += ",sp=1";
+  if (l.cp > 1) out += fmt::format(",cp={}", l.cp);
   return out;
 }
 
 std::string layout_dims_string(const Layout& l) {
-  return fmt::format("dp{} ep{} tp{} pp{}{}", l.dp, l.ep, l.tp, l.pp, l.sequence_parallel ? " sp" : "");
+  return fmt::format("dp{} ep{} tp{} pp{}{}{}", l.dp, l.ep, l.tp, l.pp, l.sequence_parallel ? " sp" : "",
+                     l.cp > 1 ? fmt::format(" cp{}", l.cp) : std::string());
 }
 
 namespace {
@@ -91,12 +93,13 @@ struct LayoutKeyNames {
   const char* v;
   const char* schedule;
   const char* global_batch;
+  const char* cp;
 };
 constexpr LayoutKeyNames kFlagNames{"--layout mb=", "--layout mbs=", "--layout v=", "schedule=interleaved",
-                                    "global batch"};
+                                    "global batch", "--layout cp="};
 constexpr LayoutKeyNames kConfigNames{"parallel_config.micro_batch_num ", "micro-batch size ",
                                       "parallel_config.virtual_pipeline ", "pipeline_schedule: interleaved",
-                                      "train.global_batch_size"};
+                                      "train.global_batch_size", "parallel_config.context_parallel "};
 
 // The checks and micro-batch arithmetic shared by parse_layout and layout_from_parallel_config.
 // `mb` / `mbs` 0: derived from the other (mbs defaults to 1).
@@ -113,10 +116,14 @@ Layout finish_layout(Layout l, int64_t mb, int64_t mbs, bool have_v, int64_t glo
   } else if (have_v && l.virtual_stages != 1) {
     fail("{}{}: virtual stages need {}", k.v, l.virtual_stages, k.schedule);
   }
-  const int64_t replicas = int64_t{l.dp} * l.ep;
+  if (l.cp < 1 || (l.dp * l.ep) % l.cp != 0)
+    fail("{}{} does not divide dp {} x ep {} = {} (context parallelism is carved out of the data replicas)", k.cp, l.cp,
+         l.dp, l.ep, l.dp * l.ep);
+  // The CP ranks of a dense replica share its sequences.
+  const int64_t replicas = int64_t{l.dp} * l.ep / l.cp;
   if (global_batch % replicas != 0)
-    fail("{} {} is not divisible by the {} data replicas (dp {} x ep {})", k.global_batch, global_batch, replicas,
-         l.dp, l.ep);
+    fail("{} {} is not divisible by the {} data replicas (dp {} x ep {}{})", k.global_batch, global_batch, replicas,
+         l.dp, l.ep, l.cp > 1 ? fmt::format(" / cp {}", l.cp) : std::string());
   const int64_t per_replica = global_batch / replicas;
   if (mb > 0 && mbs > 0) {
     if (mb * mbs != per_replica)
@@ -170,6 +177,7 @@ Layout parse_layout(const std::string& text, int64_t global_batch, int devices) 
     else if (key == "ep") l.ep = parse_positive(key, value);
     else if (key == "tp") l.tp = parse_positive(key, value);
     else if (key == "pp") l.pp = parse_positive(key, value);
+    else if (key == "cp") l.cp = parse_positive(key, value);
     else if (key == "mb" || key == "micro_batch_num") mb = parse_positive(key, value);
     else if (key == "mbs") mbs = parse_positive(key, value);
     else if (key == "v") { l.virtual_stages = parse_positive(key, value); have_v = true; }
@@ -194,7 +202,7 @@ Layout parse_layout(const std::string& text, int64_t global_batch, int devices) 
         fail("--layout sp={}: expected 0 or 1 (sequence parallelism off or on)", value);
       l.sequence_parallel = value == "1" || value == "true";
     } else {
-      fail("--layout: unknown key '{}', expected dp, ep, tp, pp, mb, mbs, schedule, v, recompute, zero, order or sp",
+      fail("--layout: unknown key '{}', expected dp, ep, tp, pp, cp, mb, mbs, schedule, v, recompute, zero, order or sp",
            key);
     }
   }
@@ -216,6 +224,7 @@ Layout layout_from_parallel_config(const ParallelConfig& p, int64_t global_batch
   l.recompute = p.recompute;
   l.zero_stage = p.zero_stage;
   l.sequence_parallel = p.sequence_parallel;
+  l.cp = p.context_parallel;
   l.order = parse_rank_order(p.rank_order);
   const bool interleaved = p.pipeline_schedule == PipelineSchedule::kInterleaved;
   if (interleaved || p.virtual_pipeline != 1) l.virtual_stages = p.virtual_pipeline;
@@ -236,6 +245,7 @@ ParallelConfig layout_to_parallel_config(const Layout& l, const ParallelConfig& 
   p.virtual_pipeline = l.virtual_stages;
   p.rank_order = rank_order_string(l.order);
   p.sequence_parallel = l.sequence_parallel;
+  p.context_parallel = l.cp;
   p.device_list.clear();
   p.stage_layers.clear();
   return p;

@@ -75,10 +75,16 @@ std::string layout_problem(const PlanContext& ctx, const Layout& l) {
   }
   if (l.sequence_parallel && ctx.setup.seq_length % l.tp != 0)
     return fmt::format("sequence parallelism needs tp {} to divide seq_length {}", l.tp, ctx.setup.seq_length);
-  const int64_t batch = int64_t{l.data_replicas()} * l.micro_batch_size * l.micro_batch_num;
+  if (l.cp < 1 || l.data_replicas() % l.cp != 0)
+    return fmt::format("cp {} does not divide dp {} x ep {}", l.cp, l.dp, l.ep);
+  if (const int unit = 2 * l.cp * (l.sequence_parallel ? l.tp : 1); l.cp > 1 && ctx.setup.seq_length % unit != 0)
+    return fmt::format("context parallelism needs seq_length {} divisible by {} (2 x cp{})", ctx.setup.seq_length,
+                       unit, l.sequence_parallel ? " x tp" : "");
+  const int64_t batch = int64_t{l.dense_replicas()} * l.micro_batch_size * l.micro_batch_num;
   if (batch != ctx.setup.global_batch)
-    return fmt::format("dp {} x ep {} x mbs {} x mb {} = {} sequences, but the global batch is {}", l.dp, l.ep,
-                       l.micro_batch_size, l.micro_batch_num, batch, ctx.setup.global_batch);
+    return fmt::format("dp {} x ep {}{} x mbs {} x mb {} = {} sequences, but the global batch is {}", l.dp, l.ep,
+                       l.cp > 1 ? fmt::format(" / cp {}", l.cp) : std::string(), l.micro_batch_size,
+                       l.micro_batch_num, batch, ctx.setup.global_batch);
   return "";
 }
 
@@ -118,9 +124,14 @@ TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place, std
   const TrainingSetup& setup = ctx_.setup;
   const ClusterSpec& c = ctx_.cluster;
   const double a = setup.compute_bytes();
-  const double tokens = static_cast<double>(l.micro_batch_size) * setup.seq_length;
+  // This rank's tokens of a micro-batch: its 1/cp share of each sequence under context parallelism.
+  const double tokens = static_cast<double>(l.micro_batch_size) * setup.seq_length / l.cp;
   const double d = m.hidden_size;
   const int chunks = std::max(1, m.moe.a2a_chunks);
+  // Context parallelism exchanges the q/k/v of the whole sequences per layer: all-gathered forward,
+  // their gradients reduce-scattered backward (model/context_parallel.h; a ring moves the same bytes).
+  const double cp_exchange =
+      collective_seconds(c, Collective::kAllGather, place.cp, tokens * l.cp * m.qkv_width() / l.tp * a);
 
   const LayerCompute dense = layer_compute(m, setup, l, c, false);
   const LayerCompute moe = m.is_moe() ? layer_compute(m, setup, l, c, true) : LayerCompute{};
@@ -212,6 +223,8 @@ TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place, std
     if (sp.has_embedding) tp += tp_ar;                 // vocab-parallel embedding output
     if (sp.has_head) tp += tp_ar + 3 * tp_small;       // head input gradient; CE max, sum, target logit
     st.tp = l.tp > 1 ? tp : 0;
+    // The CP exchange sits on attention's critical path like TP's: counted with it.
+    if (l.cp > 1) st.tp += layers * cp_exchange * (full ? 3 : 2);
     st.ep = n_moe * (ep_fwd_exposed + ep_bwd_exposed + (full ? ep_fwd_exposed : 0));
     st.ep_total = n_moe * ep_fwd * (full ? 3 : 2);
     st.pp = l.pp > 1 ? 2.0 * l.virtual_stages * p2p : 0;

@@ -112,15 +112,18 @@ std::string export_moe4d_config(const PlanContext& ctx, const Layout& layout, co
 // mindformers/trainer/base_trainer.py's batch handling); tests/plan/export_test.cc checks them.
 std::string export_mindformers(const PlanContext& ctx, const Layout& l) {
   const ModelConfig& m = ctx.model;
-  const int mf_dp = l.dp * l.ep;  // MindFormers' data_parallel includes the expert-parallel ranks
+  // MindFormers' data_parallel includes the expert-parallel ranks; its world is data_parallel x
+  // model_parallel x context_parallel x pipeline_stage (and data_parallel x context_parallel, here
+  // dp x ep, is what expert_parallel must divide).
+  const int mf_dp = l.dense_replicas();
   if (m.is_moe() && !(m.moe.aux_loss_coeff > 0 && m.moe.aux_loss_coeff < 1))
     fail("--export mindformers: MindFormers' MoEConfig needs 0 < aux_loss_factor < 1, but moe.aux_loss_coeff is {}; "
          "set moe.aux_loss_coeff in (0, 1) or export another format",
          m.moe.aux_loss_coeff);
   std::string out = fmt::format("# MindFormers parallel settings for {} ({} devices), exported by `moe4d plan`.\n",
                                 layout_to_string(l), l.world());
-  out += fmt::format("# MindFormers counts expert parallelism inside data_parallel: data_parallel = DP_local {} x EP {}.\n",
-                     l.dp, l.ep);
+  out += fmt::format("# MindFormers counts expert parallelism inside data_parallel: data_parallel = DP_local {} x EP {}{}.\n",
+                     l.dp, l.ep, l.cp > 1 ? fmt::format(" / CP {}", l.cp) : std::string());
   if (l.order != kDefaultRankOrder)
     out += fmt::format("# Rank order {}: MindFormers numbers ranks TP-fastest; order the rank table to match.\n",
                        rank_order_string(l.order));
@@ -181,6 +184,7 @@ std::string export_mindformers(const PlanContext& ctx, const Layout& l) {
   out += "parallel_config:\n";
   out += fmt::format("  data_parallel: {}\n", mf_dp);
   out += fmt::format("  model_parallel: {}\n", l.tp);
+  if (l.cp > 1) out += fmt::format("  context_parallel: {}\n", l.cp);
   out += fmt::format("  pipeline_stage: {}\n", l.pp);
   out += fmt::format("  expert_parallel: {}\n", l.ep);
   out += fmt::format("  micro_batch_num: {}\n", l.pp > 1 ? l.micro_batch_num : 1);
@@ -245,8 +249,13 @@ std::string export_megatron(const PlanContext& ctx, const Layout& l, const std::
                                              "address",
                                              nodes - 1)
                                : "");
-  out += fmt::format("# Megatron derives data parallelism from the world size: DP = {} / (TP {} x PP {}) = {} (EP {} inside it).\n",
-                     l.world(), l.tp, l.pp, l.dp * l.ep, l.ep);
+  if (l.cp > 1)
+    out += fmt::format("# Megatron derives data parallelism from the world size: DP = {} / (TP {} x CP {} x PP {}) = {} "
+                       "(EP {} inside DP x CP).\n",
+                       l.world(), l.tp, l.cp, l.pp, l.dense_replicas(), l.ep);
+  else
+    out += fmt::format("# Megatron derives data parallelism from the world size: DP = {} / (TP {} x PP {}) = {} (EP {} inside it).\n",
+                       l.world(), l.tp, l.pp, l.dp * l.ep, l.ep);
   out += "# Data: --mock-data trains on synthetic tokens; for a corpus use --data-path PREFIX (moe4d prepare\n"
          "# --output-format megatron writes one) with the tokenizer it was made with.\n";
   if (!base)
@@ -290,11 +299,11 @@ std::string export_megatron(const PlanContext& ctx, const Layout& l, const std::
     out += fmt::format("# --moe-grouped-gemm: {} local experts per rank run as one grouped GEMM (compute capability >= 8,\n"
                        "# which validate_args asserts: A100 and later).\n",
                        m.moe.num_experts / l.ep);
-  // Megatron asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with TP > 1 (it orders the TP communication before the
+  // Megatron asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with TP or CP > 1 (it orders the TP communication before the
   // GEMMs that use it) unless FSDP is on, which asserts the opposite.
   if (fsdp)
     out += "unset CUDA_DEVICE_MAX_CONNECTIONS\n";
-  else if (l.tp > 1)
+  else if (l.tp > 1 || l.cp > 1)  // validate_args asserts it for TP and for CP alike
     out += "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";
   // The launcher: torchrun with one process per device of each node.
   out += fmt::format("torchrun --nproc_per_node {} --nnodes {} \\\n", per_node, nodes);
@@ -312,6 +321,7 @@ std::string export_megatron(const PlanContext& ctx, const Layout& l, const std::
   };
   arg("--tensor-model-parallel-size", std::to_string(l.tp));
   arg("--pipeline-model-parallel-size", std::to_string(l.pp));
+  if (l.cp > 1) arg("--context-parallel-size", std::to_string(l.cp));
   if (m.is_moe()) arg("--expert-model-parallel-size", std::to_string(l.ep));
   if (sequence_parallel) arg("--sequence-parallel");
   if (l.schedule == PipelineSchedule::kInterleaved)

@@ -28,7 +28,7 @@ LayerActivations layer_activations(const ModelConfig& m, const TrainingSetup& se
                                    bool moe_layer, bool fused_attention) {
   const double b = layout.micro_batch_size;
   const double s = setup.seq_length;
-  const double tokens = b * s;
+  const double tokens = b * s / layout.cp;  // this rank's share under context parallelism
   const double d = m.hidden_size;
   const double f = m.ffn_hidden_size;
   const double fe = m.expert_ffn();
@@ -41,7 +41,10 @@ LayerActivations layer_activations(const ModelConfig& m, const TrainingSetup& se
   const double shard = layout.sequence_parallel ? t : 1;
   LayerActivations out;
   // Fused (flash) attention keeps one fp32 log-sum-exp per query row and head instead of the probabilities.
-  out.probs = fused_attention ? b * (m.num_heads / t) * s * f32 : b * (m.num_heads / t) * s * s * a;
+  // Context parallelism: fused (ring) attention keeps the rank's own rows; the runtime's all-gather
+  // form (model/context_parallel.h) keeps the whole sequences' q/k/v and probabilities.
+  out.probs = fused_attention ? b * (m.num_heads / t) * s / layout.cp * f32 : b * (m.num_heads / t) * s * s * a;
+  const double qkv_tokens = fused_attention ? tokens : b * s;
   // MLA (model/mla_block.cc) keeps its latents for all tokens on every TP rank — q_a's output and its
   // norm, kv_a's output, its latent part and that part's norm — and its heads [q; k; v] padded to
   // max(qk_nope + qk_rope, v_head_dim) each.
@@ -55,7 +58,7 @@ LayerActivations layer_activations(const ModelConfig& m, const TrainingSetup& se
   }
   double attention = tokens * d * a / shard                      // layer input
                      + (tokens * f32 + tokens * d * a) / shard   // norm rstd + normed input
-                     + tokens * qkv_width * a                    // qkv (h + 2 kvh heads; MLA below)
+                     + qkv_tokens * qkv_width * a                // qkv (h + 2 kvh heads; MLA above)
                      + out.probs                                 // softmax probabilities
                      + tokens * core_out * a                     // attention output before W_o
                      + tokens * d * a / shard                    // residual after attention
@@ -92,7 +95,7 @@ LayerActivations layer_activations(const ModelConfig& m, const TrainingSetup& se
 }
 
 double head_activation_bytes(const ModelConfig& m, const TrainingSetup& setup, const Layout& layout) {
-  const double tokens = static_cast<double>(layout.micro_batch_size) * setup.seq_length;
+  const double tokens = static_cast<double>(layout.micro_batch_size) * setup.seq_length / layout.cp;
   const double d = m.hidden_size;
   const double a = setup.compute_bytes();
   const double shard = layout.sequence_parallel ? layout.tp : 1;  // the final norm runs on the sequence shard
@@ -104,8 +107,8 @@ bool own_runtime(const DeviceSpec& device) { return !device.fused_attention && !
 double runtime_stage_bytes(const ModelConfig& m, const TrainingSetup& setup, const Layout& layout, double in_flight,
                            double head_in_flight) {
   // fp32, as the runtime stores the residual stream and the stage-to-stage messages in every precision.
-  const double width = static_cast<double>(layout.micro_batch_size) * setup.seq_length * m.hidden_size * 4 /
-                       (layout.sequence_parallel ? layout.tp : 1);
+  const double width = static_cast<double>(layout.micro_batch_size) * setup.seq_length / layout.cp * m.hidden_size *
+                       4 / (layout.sequence_parallel ? layout.tp : 1);
   // Chunks in flight: in_flight counts micro-batches of the whole stage, v chunks each under
   // interleaving; the head chunk's output is the head's input, counted in head_activation_bytes.
   const double chunks = in_flight * (layout.schedule == PipelineSchedule::kInterleaved ? layout.virtual_stages : 1);
@@ -193,7 +196,7 @@ MemoryBreakdown stage_memory(const ModelConfig& m, const TrainingSetup& setup, c
     if (layout.recompute == RecomputeGranularity::kSelective) mem.workspace += biggest->probs + biggest->gated;
   }
 
-  const double tokens = static_cast<double>(layout.micro_batch_size) * setup.seq_length;
+  const double tokens = static_cast<double>(layout.micro_batch_size) * setup.seq_length / layout.cp;
   const double a = setup.compute_bytes();
   // Stage-to-stage messages: the sequence shard under sequence parallelism.
   if (layout.pp > 1) mem.comm_buffers += 2 * tokens * m.hidden_size * a / (layout.sequence_parallel ? layout.tp : 1);

@@ -126,11 +126,13 @@ GroupSpan span_of(const Layout& layout, std::initializer_list<ParallelDim> dims,
 
 }  // namespace
 
-GroupSpan group_span_by_grid(const Layout& layout, std::initializer_list<ParallelDim> dims, int ranks_per_node) {
-  const RankGrid grid(layout.dp, layout.ep, layout.tp, layout.pp, order_text(layout));
+namespace {
+
+// The worst span among `groups` (most nodes, then fewest ranks per node).
+GroupSpan worst_span(const std::vector<std::vector<int>>& groups, int ranks_per_node) {
   GroupSpan worst{1, 1, 1};
   bool first = true;
-  for (const std::vector<int>& group : grid.groups(dims)) {
+  for (const std::vector<int>& group : groups) {
     std::map<int, int> per_node;
     for (int rank : group) ++per_node[RankGrid::node_of(rank, ranks_per_node)];
     int fewest = static_cast<int>(group.size());
@@ -144,6 +146,16 @@ GroupSpan group_span_by_grid(const Layout& layout, std::initializer_list<Paralle
   return worst;
 }
 
+RankGrid grid_of(const Layout& layout) {
+  return RankGrid(layout.dp, layout.ep, layout.tp, layout.pp, order_text(layout), {}, layout.cp);
+}
+
+}  // namespace
+
+GroupSpan group_span_by_grid(const Layout& layout, std::initializer_list<ParallelDim> dims, int ranks_per_node) {
+  return worst_span(grid_of(layout).groups(dims), ranks_per_node);
+}
+
 Placement compute_placement(const Layout& layout, int ranks_per_node) {
   Placement p;
   p.ranks_per_node = ranks_per_node;
@@ -154,12 +166,13 @@ Placement compute_placement(const Layout& layout, int ranks_per_node) {
   p.pp = span_of(layout, {ParallelDim::kPP}, ranks_per_node);
   // Some pair of neighbouring stages sits on two nodes exactly when a pipeline group spans nodes.
   p.pp_hop = GroupSpan{2, p.pp.crosses_nodes() ? 2 : 1, 1};
+  // CP groups are consecutive data replicas, not a grid dimension: walked (only when cp > 1).
+  if (layout.cp > 1) p.cp = worst_span(grid_of(layout).cp_groups(), ranks_per_node);
   return p;
 }
 
 std::string describe_placement(const Layout& layout, int ranks_per_node) {
-  const RankGrid grid(layout.dp, layout.ep, layout.tp, layout.pp, order_text(layout));
-  return grid.describe(ranks_per_node);
+  return grid_of(layout).describe(ranks_per_node);
 }
 
 }  // namespace moe4d

@@ -25,6 +25,7 @@ struct Placement {
   GroupSpan data;  // dp x ep: the gradient group of dense parameters
   GroupSpan pp;
   GroupSpan pp_hop;  // two neighbouring pipeline stages (2 ranks, 1 or 2 nodes)
+  GroupSpan cp{1, 1, 1};  // context parallel: cp consecutive data replicas (parallel/rank_grid.h)
 };
 
 Placement compute_placement(const Layout& layout, int ranks_per_node);

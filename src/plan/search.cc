@@ -105,59 +105,73 @@ SearchResult search_layouts(const PlanContext& ctx, const SearchSpace& space, in
           continue;
         }
 
-        const int64_t per_replica = ctx.setup.global_batch / base.data_replicas();
         double least_need = std::numeric_limits<double>::infinity();
         Layout least_layout = base;
         bool any_fit = false;
-        for (int mbs = 1; mbs <= space.max_micro_batch_size && mbs <= per_replica; ++mbs) {
-          if (per_replica % mbs != 0) continue;
-          const int m = static_cast<int>(per_replica / mbs);
-          for (PipelineSchedule schedule : space.schedules) {
-            // With one stage every schedule is 1F1B (GPipe would only hold more micro-batches).
-            if (pp == 1 && schedule != PipelineSchedule::k1F1B) continue;
-            const bool interleaved = schedule == PipelineSchedule::kInterleaved;
-            for (int v : interleaved ? space.virtual_stages : single_chunk) {
-              if (interleaved && !interleaved_fit(ctx.model.num_layers, pp, v, m).fits()) continue;
-              Layout layout = base;
-              layout.order = kDefaultRankOrder;
-              layout.micro_batch_size = mbs;
-              layout.micro_batch_num = m;
-              layout.schedule = schedule;
-              layout.virtual_stages = v;
-              for (const bool sp : space.sequence_parallel) {
-                if (sp && (tp == 1 || ctx.setup.seq_length % tp != 0)) continue;
-                layout.sequence_parallel = sp;
-                for (RecomputeGranularity recompute : space.recompute) {
-                  for (int zero : space.zero_stages) {
-                    // With a single data replica there is nothing to shard: every stage equals ZeRO-0.
-                    if (zero > 0 && has_zero0 && base.data_replicas() == 1) continue;
-                    layout.recompute = recompute;
-                    layout.zero_stage = zero;
-                    ++result.candidates;
-                    const MemoryBreakdown mem = evaluator.memory(layout);
-                    if (mem.total() > limit) {
-                      if (mem.total() < least_need) {
-                        least_need = mem.total();
-                        least_layout = layout;
+        const int seq = ctx.setup.seq_length;
+        for (const int cp : space.context_parallel) {
+          if (cp > 1 && (seq < space.context_parallel_from || base.data_replicas() % cp != 0 || seq % (2 * cp) != 0 ||
+                         ctx.setup.global_batch % (base.data_replicas() / cp) != 0))
+            continue;
+          base.cp = cp;
+          // CP groups are not a grid dimension: their span per rank order (the others do not change with cp).
+          std::vector<std::pair<RankOrder, Placement>> cp_placements = placements;
+          if (cp > 1)
+            for (auto& [order, placement] : cp_placements) {
+              base.order = order;
+              placement.cp = compute_placement(base, per_node).cp;
+            }
+          const int64_t per_replica = ctx.setup.global_batch / base.dense_replicas();
+          for (int mbs = 1; mbs <= space.max_micro_batch_size && mbs <= per_replica; ++mbs) {
+            if (per_replica % mbs != 0) continue;
+            const int m = static_cast<int>(per_replica / mbs);
+            for (PipelineSchedule schedule : space.schedules) {
+              // With one stage every schedule is 1F1B (GPipe would only hold more micro-batches).
+              if (pp == 1 && schedule != PipelineSchedule::k1F1B) continue;
+              const bool interleaved = schedule == PipelineSchedule::kInterleaved;
+              for (int v : interleaved ? space.virtual_stages : single_chunk) {
+                if (interleaved && !interleaved_fit(ctx.model.num_layers, pp, v, m).fits()) continue;
+                Layout layout = base;
+                layout.order = kDefaultRankOrder;
+                layout.micro_batch_size = mbs;
+                layout.micro_batch_num = m;
+                layout.schedule = schedule;
+                layout.virtual_stages = v;
+                for (const bool sp : space.sequence_parallel) {
+                  if (sp && (tp == 1 || ctx.setup.seq_length % (tp * (cp > 1 ? 2 * cp : 1)) != 0)) continue;
+                  layout.sequence_parallel = sp;
+                  for (RecomputeGranularity recompute : space.recompute) {
+                    for (int zero : space.zero_stages) {
+                      // With a single data replica there is nothing to shard: every stage equals ZeRO-0.
+                      if (zero > 0 && has_zero0 && base.data_replicas() == 1) continue;
+                      layout.recompute = recompute;
+                      layout.zero_stage = zero;
+                      ++result.candidates;
+                      const MemoryBreakdown mem = evaluator.memory(layout);
+                      if (mem.total() > limit) {
+                        if (mem.total() < least_need) {
+                          least_need = mem.total();
+                          least_layout = layout;
+                        }
+                        continue;
                       }
-                      continue;
-                    }
-                    ++result.admitted;
-                    any_fit = true;
-                    for (const auto& [order, placement] : placements) {
-                      layout.order = order;
-                      const Evaluation e = evaluator.evaluate_with_memory(layout, mem, &placement);
-                      ++result.timed;
-                      if (static_cast<int>(heap.size()) < top_n) {
-                        heap.push_back(e);
-                        std::push_heap(heap.begin(), heap.end(), faster);
-                      } else if (top_n > 0 && faster(e, heap.front())) {
-                        std::pop_heap(heap.begin(), heap.end(), faster);
-                        heap.back() = e;
-                        std::push_heap(heap.begin(), heap.end(), faster);
+                      ++result.admitted;
+                      any_fit = true;
+                      for (const auto& [order, placement] : cp_placements) {
+                        layout.order = order;
+                        const Evaluation e = evaluator.evaluate_with_memory(layout, mem, &placement);
+                        ++result.timed;
+                        if (static_cast<int>(heap.size()) < top_n) {
+                          heap.push_back(e);
+                          std::push_heap(heap.begin(), heap.end(), faster);
+                        } else if (top_n > 0 && faster(e, heap.front())) {
+                          std::pop_heap(heap.begin(), heap.end(), faster);
+                          heap.back() = e;
+                          std::push_heap(heap.begin(), heap.end(), faster);
+                        }
                       }
+                      layout.order = kDefaultRankOrder;
                     }
-                    layout.order = kDefaultRankOrder;
                   }
                 }
               }
@@ -169,11 +183,12 @@ SearchResult search_layouts(const PlanContext& ctx, const SearchSpace& space, in
           if (least_need == std::numeric_limits<double>::infinity()) {
             why = "no micro-batching of the global batch suits the searched schedules";
           } else {
-            why = fmt::format("needs {} GiB of {} GiB (least memory: zero {}, recompute {}, mbs {}, {}{})",
+            why = fmt::format("needs {} GiB of {} GiB (least memory: zero {}, recompute {}, mbs {}, {}{}{})",
                               format_gib(least_need), format_gib(limit), least_layout.zero_stage,
                               recompute_name(least_layout.recompute), least_layout.micro_batch_size,
                               schedule_name(least_layout.schedule),
-                              least_layout.sequence_parallel ? ", sequence parallel" : "");
+                              least_layout.sequence_parallel ? ", sequence parallel" : "",
+                              least_layout.cp > 1 ? fmt::format(", cp {}", least_layout.cp) : std::string());
           }
           result.rejected.push_back({dp, ep, tp, pp, why});
         }

@@ -29,6 +29,10 @@ struct SearchSpace {
   std::vector<int> zero_stages = {0, 1, 2, 3};
   // Sequence parallelism off / on, tried with TP > 1 when tp divides seq_length.
   std::vector<bool> sequence_parallel = {false, true};
+  // Context parallelism sizes tried (each dividing dp x ep, 2 x cp dividing seq_length) when
+  // seq_length >= context_parallel_from: the long-sequence regime CP exists for.
+  std::vector<int> context_parallel = {1, 2, 4, 8};
+  int context_parallel_from = 8192;
   int max_micro_batch_size = 16;
   bool search_rank_orders = true;     // false: only tp-ep-dp-pp
   bool allow_tp_across_nodes = false;

@@ -10,6 +10,7 @@
 #include "core/check.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "model/context_parallel.h"
 
 namespace moe4d {
 namespace {
@@ -51,8 +52,10 @@ StepExecutor::StepExecutor(const Config& config, ParallelContext& pc, Transforme
       stage_(pc.coord.pp),
       stages_(pc.pp_size()),
       chunks_(model.num_chunks()),
+      // This rank's share of each sequence under context parallelism (model/context_parallel.h).
+      seq_(config.model.seq_length / pc.cp_size()),
       // Stage-to-stage messages carry the residual stream: 1/tp of it per rank under sequence parallelism.
-      width_(size_t(micro_batch_size) * config.model.seq_length * config.model.hidden_size /
+      width_(size_t(micro_batch_size) * seq_ * config.model.hidden_size /
              (config.parallel.sequence_parallel ? pc.tp_size() : 1)) {
   const ParallelConfig& par = config.parallel;
   check_pipeline_micro_batches(par);
@@ -84,7 +87,7 @@ double StepExecutor::train(const MicroBatchFill& fill, float grad_scale, std::ve
   // is measured from the pipeline's start (the optimizer step before it takes longer on some stages;
   // a late stage would otherwise hide part of its warm-up wait).
   if (stages_ > 1) pc_.pp->barrier();
-  const Pass pass{fill, pc_.data_replica() * config_.parallel.micro_batch_num, grad_scale,
+  const Pass pass{fill, pc_.dense_replica() * config_.parallel.micro_batch_num, grad_scale,
                   config_.parallel.recompute, stats, &sync};
   const double ce_sum = run(actions_, pass, trace_);
   lifetime_peak_ = std::max(lifetime_peak_, trace_.peak_activation_bytes);
@@ -142,10 +145,13 @@ double StepExecutor::run(const std::vector<PipelineAction>& actions, const Pass&
 double StepExecutor::forward(const PipelineAction& a, const float* input, const Pass& pass, StepTrace& trace) {
   const ChunkSpec& spec = model_.chunk(a.chunk);
   Slot& slot = acquire_slot(a.micro_batch, a.chunk);
-  if (spec.has_embedding || spec.has_head)
+  if (spec.has_embedding || spec.has_head) {  // whole sequences; this CP rank keeps its chunks
     pass.fill(pass.first_index + a.micro_batch, slot.tokens.data(), slot.targets.data());
+    for (int* t : {slot.tokens.data(), slot.targets.data()})
+      cp_keep_local_tokens(t, micro_batch_size_, config_.model.seq_length, pc_.cp_size(), pc_.cp_rank());
+  }
   BlockContext ctx{pc_,         params_,    config_.model,  model_.rope(), slot.state.arena, scratch_,
-                   micro_batch_size_, config_.model.seq_length, pass.grad_scale, pass.recompute, pass.stats};
+                   micro_batch_size_, seq_, pass.grad_scale, pass.recompute, pass.stats};
   ctx.numerics = numerics_;
   ctx.sequence_parallel = config_.parallel.sequence_parallel;
   HeadOutput head;
@@ -176,7 +182,7 @@ void StepExecutor::backward(const PipelineAction& a, const float* dx_out, const 
     dx_in = buffers_[buffer].f32();
   }
   BlockContext ctx{pc_,         params_,    config_.model,  model_.rope(), slot.state.arena, scratch_,
-                   micro_batch_size_, config_.model.seq_length, pass.grad_scale, pass.recompute, pass.stats};
+                   micro_batch_size_, seq_, pass.grad_scale, pass.recompute, pass.stats};
   ctx.numerics = numerics_;
   ctx.sequence_parallel = config_.parallel.sequence_parallel;
   ctx.grads_final = last_of_chunk || config_.parallel.zero_stage >= 2;

@@ -139,6 +139,7 @@ class StepExecutor {
   ParamStore& params_;
   int micro_batch_size_;
   int stage_, stages_, chunks_;
+  int seq_;  // positions of each sequence on this rank: seq_length / context_parallel
   size_t width_;  // floats of one stage-to-stage message: tokens x hidden
   std::vector<PipelineAction> actions_;
   std::vector<int> last_backward_;  // per chunk: index in actions_ of its last backward

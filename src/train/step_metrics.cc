@@ -43,6 +43,7 @@ CommSnapshot comm_snapshot(ParallelContext& pc) {
   s.pp = pc.pp->stats();
   if (pc.embed) s.pp.add(pc.embed->stats());
   s.other = pc.world->stats();
+  if (pc.cp) s.other.add(pc.cp->stats());  // context parallelism's K/V exchange and router statistics
   return s;
 }
 

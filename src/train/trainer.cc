@@ -52,7 +52,8 @@ Trainer::Trainer(const Config& config, ParallelContext& pc, TrainerOptions optio
          "communicator of the same device", backend_->name(), backend_->device().str(), pc.world->backend(),
          pc.world->device().str());
   const ParallelConfig& par = config.parallel;
-  micro_batch_size_ = static_cast<int>(config.train.global_batch_size / (par.data_replicas() * par.micro_batch_num));
+  // The CP ranks of a dense replica share its sequences (model/context_parallel.h).
+  micro_batch_size_ = static_cast<int>(config.train.global_batch_size / (par.dense_replicas() * par.micro_batch_num));
   model_ = std::make_unique<Transformer>(config.model, pc, my_chunks(), params_);
   params_.finalize();
   params_.init_values(config.train.seed);
@@ -300,7 +301,8 @@ double Trainer::evaluate() {
   };
   rebalancer_->begin_step(params_, *backend_);
   executor_->set_numerics(block_numerics());  // the training precision, without fault injection
-  const double ce_sum = executor_->evaluate(fill, pc_.data_replica() * per_replica, per_replica);
+  const double ce_sum = executor_->evaluate(fill, pc_.dense_replica() * per_replica, per_replica);
+  // Each CP rank's sum is of its tokens' means: over all data replicas they average to the whole's.
   double total = pc_.coord.tp == 0 ? ce_sum : 0.0;
   pc_.world->all_reduce(&total, 1, DType::kF64, ReduceOp::kSum);
   return total / (double(par.data_replicas()) * per_replica);

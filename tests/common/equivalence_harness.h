@@ -2,7 +2,8 @@
 // (docs/model.md §3), shared by every equivalence test launched through mpirun.
 //
 // run_equivalence: world rank 0 trains the single-rank reference in-process (on LocalCommunicators,
-// with the same global batch and the same micro-batches: micro_batch_num x data replicas of them)
+// with the same global batch and the same micro-batches: micro_batch_num x data replicas of them, the
+// replicas reading different sequences: dp x ep / context_parallel)
 // while every rank trains the layout, in lock-step: after every step rank 0 records both runs' loss,
 // aux loss, gradient norm and full parameters, then the layout takes the reference's state — its
 // parameters, AdamW moments and router biases, broadcast from rank 0 and cut into each rank's shards
@@ -173,7 +174,7 @@ inline EquivalenceRun run_equivalence(const Config& config, int steps, int refer
   single.parallel = ParallelConfig{};
   single.parallel.micro_batch_num = reference_micro_batches > 0
                                         ? reference_micro_batches
-                                        : config.parallel.micro_batch_num * config.parallel.data_replicas();
+                                        : config.parallel.micro_batch_num * config.parallel.dense_replicas();
   single.parallel.recompute = config.parallel.recompute;
   std::unique_ptr<ParallelContext> local;
   std::unique_ptr<Trainer> reference;

@@ -96,6 +96,24 @@ TEST(LaunchPlan, WorkerSlotAndLayoutMismatchesNameEachFactor) {
             "(--local_worker_num)");
 }
 
+// Context parallelism: the dry run shows the dense grid and where its CP groups (consecutive data
+// replicas of a (tp, pp) slice) land.
+TEST(LaunchPlan, ShowsTheContextParallelGroups) {
+  ParallelConfig p = layout(4, 1, 2, 1);
+  p.context_parallel = 2;
+  const LaunchPlan plan =
+      plan_launch({.hosts = hosts(2, 4), .hostfile = "hf", .worker_num = 8, .local_worker_num = 4}, &p, "job.yaml");
+  const std::string table = placement_table(plan);
+  EXPECT_NE(table.find("dense grid per stage: tp 2 x cp 2 x dp_dense 2"), std::string::npos) << table;
+  EXPECT_NE(table.find("cp groups: 4 of size 2, all inside one host"), std::string::npos) << table;
+  p.context_parallel = 4;
+  EXPECT_NE(placement_table(plan_launch({.hosts = hosts(2, 4), .hostfile = "hf", .worker_num = 8,
+                                         .local_worker_num = 4},
+                                        &p, "job.yaml"))
+                .find("cp groups: 2 of 2 cross hosts: {0,2,4,6} {1,3,5,7}"),
+            std::string::npos);
+}
+
 TEST(LaunchPlan, CrossNodeTensorParallelRefusedUnlessAllowed) {
   const ParallelConfig p = layout(1, 1, 4, 1);
   const std::string e = error_of({.hosts = hosts(2, 2), .hostfile = "hf"}, &p);

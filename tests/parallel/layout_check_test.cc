@@ -243,5 +243,58 @@ TEST(LayoutCheck, DeviceList) {
   EXPECT_EQ(error_of(moe_model(), p, 2, 2), "(no error)");
 }
 
+// The dense grid tp x cp x DP_dense: CP divides dp x ep, the sequence splits into 2 x cp chunks (each
+// cut again into tp slices under sequence parallelism), the global batch is read by DP_dense replicas;
+// parallel folding (expert_tensor_parallel != tensor_parallel) is refused until it exists.
+TEST(LayoutCheck, ContextParallel) {
+  ModelConfig m = moe_model();  // seq_length 32
+  ParallelConfig p = layout(2, 1, 1, 1);
+  p.context_parallel = 2;
+  EXPECT_EQ(error_of(m, p, 1, 2), "(no error)");  // DP_dense 1: one replica reads the whole batch
+  p.context_parallel = 4;
+  EXPECT_EQ(error_of(m, p, 2, 2),
+            "context_parallel 4 does not divide data_parallel 2 x expert_parallel 1 = 2 (the ranks of a stage beside "
+            "tensor_parallel, which context parallelism splits into DP_dense x CP); set context_parallel to a divisor "
+            "of 2 (1, 2), or data_parallel to a multiple of 4");
+  ParallelConfig ep = layout(1, 2, 1, 1);
+  ep.context_parallel = 4;
+  EXPECT_TRUE(starts_with(error_of(m, ep, 2, 2), "context_parallel 4 does not divide")) << error_of(m, ep, 2, 2);
+  EXPECT_NE(error_of(m, ep, 2, 2).find("data_parallel to a multiple of 2"), std::string::npos);
+  p.context_parallel = 0;
+  EXPECT_EQ(error_of(m, p, 2, 2), "context_parallel is 0; it must be >= 1");
+
+  p = layout(4, 1, 2, 1);
+  p.context_parallel = 4;
+  m.seq_length = 36;
+  EXPECT_EQ(error_of(m, p, 4, 8),
+            "context_parallel 4 needs seq_length divisible by 2 x context_parallel = 8 (the causal load-balanced "
+            "chunks), but seq_length is 36; use seq_length 32 or 40, or another context_parallel");
+  m.seq_length = 40;
+  EXPECT_EQ(error_of(m, p, 4, 8), "(no error)");
+  p.sequence_parallel = true;
+  EXPECT_EQ(error_of(m, p, 4, 8),
+            "context_parallel 4 needs seq_length divisible by 2 x context_parallel x tensor_parallel = 16 (the causal "
+            "load-balanced chunks, each cut into tensor_parallel sequence-parallel slices), but seq_length is 40; use "
+            "seq_length 32 or 48, or another context_parallel");
+
+  m.seq_length = 32;
+  p = layout(4, 1, 1, 1, 2);
+  p.context_parallel = 2;
+  EXPECT_EQ(error_of(m, p, 6, 4),
+            "global_batch_size 6 is not divisible by data_parallel 4 x expert_parallel 1 / context_parallel 2 x "
+            "micro_batch_num 2 = 4 (every data replica needs whole micro-batches); use a multiple of 4 (e.g. 4 or 8)");
+  EXPECT_EQ(error_of(m, p, 4, 4), "(no error)");
+}
+
+TEST(LayoutCheck, ExpertTensorParallelOtherThanTensorParallelIsNotSupportedYet) {
+  ParallelConfig p = layout(1, 2, 2, 1);
+  p.expert_tensor_parallel = 2;
+  EXPECT_EQ(error_of(moe_model(), p, 2, 4), "(no error)");
+  p.expert_tensor_parallel = 1;
+  EXPECT_EQ(error_of(moe_model(), p, 2, 4),
+            "expert_tensor_parallel 1 differs from tensor_parallel 2: parallel folding (experts with their own tensor "
+            "parallelism) is not supported yet; set expert_tensor_parallel: 2 or leave it unset");
+}
+
 }  // namespace
 }  // namespace moe4d

@@ -172,3 +172,51 @@ TEST(RankGrid, RejectsBadOrdersSizesAndDeviceLists) {
 
 }  // namespace
 }  // namespace moe4d
+
+namespace moe4d {
+namespace {
+
+// Context parallelism is carved out of the data replicas (dp * EP + ep): a CP group is cp
+// consecutive replicas of one (tp, pp), and the dense data-parallel group the same CP rank of every
+// dense replica; together they partition the DP x EP group.
+TEST(RankGridContextParallel, GroupsAreConsecutiveDataReplicas) {
+  const RankGrid grid(2, 2, 2, 1, "tp-ep-dp-pp", {}, 2);  // ranks: tp fastest, then ep, then dp
+  EXPECT_EQ(grid.context_parallel(), 2);
+  // rank 5: tp 1, ep 0, dp 1 -> replica 2, CP rank 0, dense replica 1.
+  EXPECT_EQ(grid.data_replica(5), 2);
+  EXPECT_EQ(grid.cp_rank(5), 0);
+  EXPECT_EQ(grid.dense_replica(5), 1);
+  EXPECT_EQ(grid.cp_group(5), (Group{5, 7}));
+  EXPECT_EQ(grid.dense_dp_group(5), (Group{1, 5}));
+  EXPECT_EQ(grid.cp_groups(), (std::vector<Group>{{0, 2}, {1, 3}, {4, 6}, {5, 7}}));
+  for (int r = 0; r < grid.world_size(); ++r) {
+    Group both = grid.cp_group(r);
+    const Group dense = grid.dense_dp_group(r);
+    both.insert(both.end(), dense.begin(), dense.end());
+    const std::set<int> members(both.begin(), both.end());
+    const Group dp_ep = grid.group(r, {D::kEP, D::kDP});
+    for (int m : members) EXPECT_NE(std::find(dp_ep.begin(), dp_ep.end(), m), dp_ep.end()) << "rank " << r;
+  }
+  // cp 4 over dp 2 x ep 2: the whole DP x EP group is one CP group, DP_dense 1.
+  const RankGrid all(2, 2, 1, 2, "tp-ep-dp-pp", {}, 4);
+  EXPECT_EQ(all.cp_group(0), (Group{0, 1, 2, 3}));
+  EXPECT_EQ(all.cp_group(6), (Group{4, 5, 6, 7}));
+  EXPECT_EQ(all.dense_dp_group(6), (Group{6}));
+  EXPECT_NE(all.describe(8).find("dense grid: tp 1 x cp 4 x dp_dense 1; cp groups: {0,1,2,3} {4,5,6,7}"),
+            std::string::npos)
+      << all.describe(8);
+}
+
+TEST(RankGridContextParallel, RefusesSizesThatDoNotDivideTheReplicas) {
+  try {
+    RankGrid(3, 1, 2, 1, "tp-ep-dp-pp", {}, 2);
+    FAIL() << "cp 2 over 3 replicas accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("context parallel size 2 must be >= 1 and divide dp 3 x ep 1 = 3"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace moe4d

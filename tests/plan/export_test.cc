@@ -69,7 +69,8 @@ TEST(Export, Moe4dConfigKeepsTheSourceConfigsOtherSections) {
 //  mindformers/trainer/base_trainer.py _check_global_batch_size_for_auto_parallel.
 const std::set<std::string> kParallelConfigKeys = {"data_parallel",  "model_parallel",   "pipeline_stage",
                                                    "expert_parallel", "micro_batch_num", "vocab_emb_dp",
-                                                   "use_seq_parallel", "gradient_aggregation_group"};
+                                                   "use_seq_parallel", "gradient_aggregation_group",
+                                                   "context_parallel"};
 const std::set<std::string> kParallelKeys = {"parallel_mode", "full_batch", "gradients_mean", "enable_alltoall",
                                              "enable_parallel_optimizer", "parallel_optimizer_config",
                                              "pipeline_config"};
@@ -96,13 +97,15 @@ void expect_mindformers_accepts(const PlanContext& ctx, const Layout& l, const s
   expect_keys_within(doc["recompute_config"], kRecomputeKeys, "recompute_config");
   const int dp = pc["data_parallel"].as<int>(), mp = pc["model_parallel"].as<int>(), pp = pc["pipeline_stage"].as<int>();
   const int ep = pc["expert_parallel"].as<int>(), mbn = pc["micro_batch_num"].as<int>();
+  const int cp = pc["context_parallel"] ? pc["context_parallel"].as<int>() : 1;
   // configs/README.md (parallel_config): device_num = data_parallel x model_parallel x context_parallel x
   // pipeline_stage; mindformers/modules/transformer/op_parallel_config.py _check_config: the product may not
   // exceed the devices. MindFormers' data_parallel therefore includes EP: moe4d dp x ep.
-  EXPECT_EQ(dp * mp * pp, l.world());
-  EXPECT_EQ(dp, l.dp * l.ep);
+  EXPECT_EQ(dp * mp * cp * pp, l.world());
+  EXPECT_EQ(dp * cp, l.dp * l.ep);
+  EXPECT_EQ(cp, l.cp);
   // moe.py _check_moe_config: expert_num % expert_parallel == 0, data_parallel x context_parallel % expert_parallel == 0.
-  EXPECT_EQ(dp % ep, 0);
+  EXPECT_EQ(dp * cp % ep, 0);
   // TransformerOpParallelConfig docstring: micro_batch_num >= pipeline_stage when training.
   EXPECT_GE(mbn, pp);
   // base_trainer.py _check_global_batch_size_for_auto_parallel (semi_auto_parallel, full_batch): without a
@@ -198,6 +201,17 @@ TEST(Export, MindFormersCountsExpertParallelismInsideDataParallel) {
   // Not moe4d's 630 buckets: MindFormers' fusion groups over the 64 layers.
   EXPECT_EQ(pc["gradient_aggregation_group"].as<int>(), 64);
   expect_mindformers_accepts(ctx, articles_layout(ctx), "articles");
+}
+
+// Context parallelism: MindFormers' context_parallel, its data_parallel the dense replicas dp x ep / cp.
+TEST(Export, MindFormersContextParallel) {
+  const PlanContext ctx = articles_context();
+  const Layout layout = parse_layout("dp=2,ep=8,tp=4,pp=1,cp=4,mb=16,zero=1", ctx.setup.global_batch, 64);
+  const YAML::Node pc = YAML::Load(export_mindformers(ctx, layout))["parallel_config"];
+  EXPECT_EQ(pc["context_parallel"].as<int>(), 4);
+  EXPECT_EQ(pc["data_parallel"].as<int>(), 4);  // 2 x 8 / 4
+  expect_mindformers_accepts(ctx, layout, "cp4");
+  EXPECT_FALSE(YAML::Load(export_mindformers(ctx, articles_layout(ctx)))["parallel_config"]["context_parallel"]);
 }
 
 // DeepSeek-MoE-16B: routed width 1408 (not the dense layer's 10944), two shared experts of that width,

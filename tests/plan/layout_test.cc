@@ -59,14 +59,41 @@ TEST(Layout, SequenceParallelRoundTrips) {
   EXPECT_TRUE(layout_to_parallel_config(l, ParallelConfig{}).sequence_parallel);
 }
 
+// cp= splits the sequences over cp of the dp x ep data replicas: the global batch is read by dp x ep / cp
+// dense replicas; the string, the short form and parallel_config carry it.
+TEST(Layout, ContextParallelRoundTrips) {
+  const Layout l = parse_layout("dp=2,ep=2,tp=2,cp=2,mb=4", 16, 8);
+  EXPECT_EQ(l.cp, 2);
+  EXPECT_EQ(l.dense_replicas(), 2);
+  EXPECT_EQ(l.micro_batch_size, 2);  // 16 / (2 dense replicas x 4 micro-batches)
+  EXPECT_EQ(layout_to_string(l), "dp=2,ep=2,tp=2,pp=1,mbs=2,mb=4,schedule=1f1b,recompute=none,zero=0,order=tp-ep-dp-pp,cp=2");
+  EXPECT_EQ(layout_dims_string(l), "dp2 ep2 tp2 pp1 cp2");
+  EXPECT_EQ(parse_layout(layout_to_string(l), 16, 8).cp, 2);
+  const ParallelConfig p = layout_to_parallel_config(l, ParallelConfig{});
+  EXPECT_EQ(p.context_parallel, 2);
+  EXPECT_EQ(layout_to_string(layout_from_parallel_config(p, 16, 8)), layout_to_string(l));
+  EXPECT_EQ(error_of([] { parse_layout("dp=2,ep=1,cp=4", 16, 2); }),
+            "--layout cp=4 does not divide dp 2 x ep 1 = 2 (context parallelism is carved out of the data replicas)");
+  EXPECT_EQ(error_of([] { parse_layout("dp=4,cp=2", 3, 4); }),
+            "global batch 3 is not divisible by the 2 data replicas (dp 4 x ep 1 / cp 2)");
+  // CP groups are consecutive data replicas: with tp 2 first, cp 2 groups span 4 ranks of a node.
+  const Placement place = compute_placement(l, 8);
+  EXPECT_EQ(place.cp.size, 2);
+  EXPECT_EQ(place.cp.nodes, 1);
+  EXPECT_EQ(compute_placement(l, 2).cp.nodes, 2);
+  EXPECT_NE(describe_placement(l, 8).find("cp groups: {0,2} {1,3} {4,6} {5,7}"), std::string::npos)
+      << describe_placement(l, 8);
+}
+
 TEST(Layout, RefusesAMismatchWithTheArticlesMessage) {
   EXPECT_EQ(error_of([] { parse_layout("dp=4,tp=4,pp=3", 256, 64); }),
             "parallel size mismatch: dp 4 x ep 1 x tp 4 x pp 3 = 48, but 64 devices are available");
 }
 
 TEST(Layout, RefusesBadKeysAndValues) {
-  EXPECT_EQ(error_of([] { parse_layout("dp=2,cp=2", 8, 4); }),
-            "--layout: unknown key 'cp', expected dp, ep, tp, pp, mb, mbs, schedule, v, recompute, zero, order or sp");
+  EXPECT_EQ(error_of([] { parse_layout("dp=2,etp=2", 8, 4); }),
+            "--layout: unknown key 'etp', expected dp, ep, tp, pp, cp, mb, mbs, schedule, v, recompute, zero, order "
+            "or sp");
   EXPECT_EQ(error_of([] { parse_layout("dp=2,sp=2", 8, 4); }),
             "--layout sp=2: expected 0 or 1 (sequence parallelism off or on)");
   EXPECT_EQ(error_of([] { parse_layout("dp=two", 8, 2); }), "--layout dp=two: expected a positive integer");

@@ -119,11 +119,15 @@ void expect_megatron_accepts(const MegatronRun& r, int world, bool moe, const st
   EXPECT_EQ(r.order.size(), r.flags.size()) << "an option is given twice";
 
   const int tp = num(r, "--tensor-model-parallel-size"), pp = num(r, "--pipeline-model-parallel-size");
-  const int ep = num(r, "--expert-model-parallel-size");
+  const int ep = num(r, "--expert-model-parallel-size"), cp = num(r, "--context-parallel-size");
   const bool fsdp = r.flags.count("--use-megatron-fsdp") > 0;
   // validate_args: "world size is not divisible by total_model_size" (tp x pp x cp); dp = world / that.
-  ASSERT_EQ(world % (tp * pp), 0);
-  const int dp = world / (tp * pp);
+  ASSERT_EQ(world % (tp * pp * cp), 0);
+  const int dp = world / (tp * pp * cp);
+  // validate_args: "seq-length should be a multiple of 2 * context-parallel-size if context-parallel-size > 1".
+  if (cp > 1) {
+    EXPECT_EQ(num(r, "--seq-length") % (2 * cp), 0);
+  }
   // validate_args, expert parallelism check: num_experts % expert_model_parallel_size == 0; and the
   // expert grid (megatron/core/parallel_state.py initialize_model_parallel: expert tp x ep x pp must divide world).
   if (ep > 1) {
@@ -160,8 +164,8 @@ void expect_megatron_accepts(const MegatronRun& r, int world, bool moe, const st
     EXPECT_FALSE(r.flags.count("--ckpt-format") && r.flags.at("--ckpt-format") == "fsdp_dtensor");
     EXPECT_FALSE(r.flags.count("--data-parallel-sharding-strategy"));
   }
-  // validate_args: TP > 1 (before Blackwell) without FSDP asserts CUDA_DEVICE_MAX_CONNECTIONS == "1".
-  if (tp > 1 && !fsdp) {
+  // validate_args: TP or CP > 1 (before Blackwell) without FSDP asserts CUDA_DEVICE_MAX_CONNECTIONS == "1".
+  if ((tp > 1 || cp > 1) && !fsdp) {
     EXPECT_EQ(r.env.count("CUDA_DEVICE_MAX_CONNECTIONS") ? r.env.at("CUDA_DEVICE_MAX_CONNECTIONS") : "", "1");
   }
   // megatron/core/transformer/moe/moe_layer.py MoELayer.forward: training with TP > 1 and no
@@ -298,6 +302,26 @@ TEST(MegatronExport, MoeExpertAndTensorParallel) {
   EXPECT_EQ(r.flags.at("--num-experts"), "16");
   EXPECT_EQ(r.env.at("CUDA_DEVICE_MAX_CONNECTIONS"), "1");
   EXPECT_FALSE(r.flags.count("--use-distributed-optimizer"));
+}
+
+// Context parallelism: --context-parallel-size, and Megatron's DP = world / (TP x CP x PP) reads the
+// global batch as the plan's dense replicas do (EP inside DP x CP).
+TEST(MegatronExport, ContextParallel) {
+  const PlanContext ctx = context("moe-120b");
+  const Layout layout = parse_layout("dp=4,ep=4,tp=4,pp=1,cp=2,mb=16,zero=1", ctx.setup.global_batch, 64);
+  EXPECT_EQ(layout.dense_replicas(), 8);
+  const MegatronRun r = parse_run(export_megatron(ctx, layout));
+  expect_megatron_accepts(r, 64, true, "moe ep4 tp4 cp2");
+  EXPECT_EQ(r.flags.at("--context-parallel-size"), "2");
+  EXPECT_EQ(num(r, "--global-batch-size"), layout.micro_batch_size * layout.micro_batch_num * 8);
+  const Layout dense_cp = parse_layout("dp=8,tp=1,pp=1,cp=8,mb=8", ctx.setup.global_batch, 8);
+  PlanContext dense = ctx;
+  dense.model.moe.num_experts = 0;
+  const MegatronRun d = parse_run(export_megatron(dense, dense_cp));
+  expect_megatron_accepts(d, 8, false, "dense cp8");
+  EXPECT_EQ(d.env.at("CUDA_DEVICE_MAX_CONNECTIONS"), "1");  // asserted for CP as for TP
+  EXPECT_FALSE(parse_run(export_megatron(ctx, parse_layout("dp=4,ep=4,tp=4,mb=16", ctx.setup.global_batch, 64)))
+                   .flags.count("--context-parallel-size"));
 }
 
 TEST(MegatronExport, InterleavedPipeline) {

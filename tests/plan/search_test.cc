@@ -174,5 +174,29 @@ TEST(Search, NothingFitsGivesEveryReason) {
   EXPECT_EQ(static_cast<int64_t>(r.rejected.size()), r.factorizations);
 }
 
+// Context parallelism is tried for long sequences (here from 64 tokens): every CP layout the search
+// returns is one layout_problem accepts (cp divides dp x ep, 2 cp divides the sequence, the batch
+// splits over the dense replicas) with its CP groups placed; below that length none is tried.
+TEST(Search, TriesContextParallelismOnLongSequences) {
+  PlanContext ctx = small_context(2.0e6);
+  SearchSpace space;
+  space.context_parallel_from = 64;
+  const SearchResult r = search_layouts(ctx, space, 1 << 20);  // every fitting layout
+  int with_cp = 0;
+  for (const Evaluation& e : r.ranked) {
+    EXPECT_EQ(layout_problem(ctx, e.layout), "") << layout_to_string(e.layout);
+    if (e.layout.cp > 1) {
+      ++with_cp;
+      EXPECT_EQ(e.layout.data_replicas() % e.layout.cp, 0);
+      EXPECT_EQ(e.layout.dense_replicas() * e.layout.micro_batch_size * e.layout.micro_batch_num, ctx.setup.global_batch);
+      EXPECT_EQ(e.placement.cp.size, e.layout.cp);
+    }
+  }
+  const SearchResult plain = search_layouts(ctx, SearchSpace{}, 50);
+  EXPECT_GT(r.candidates, plain.candidates);
+  for (const Evaluation& e : plain.ranked) EXPECT_EQ(e.layout.cp, 1);
+  EXPECT_GT(with_cp, 0);
+}
+
 }  // namespace
 }  // namespace moe4d
