@@ -5,6 +5,7 @@
 // beyond a few derived quantities; every default below is the value a key takes when omitted.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -24,6 +25,8 @@ struct MoeConfig {
   int expert_ffn_hidden_size = 0;  // routed experts' SwiGLU width; 0: ffn_hidden_size
   int shared_experts = 0;          // always-on experts per MoE layer, fused into one SwiGLU
   int shared_expert_ffn_hidden_size = 0;  // width of one shared expert; 0: the routed experts' width
+  // Layers kept dense whatever layer_freq and first_dense_layers say (Qwen3's mlp_only_layers).
+  std::vector<int> dense_layers;
   RouterScore score_function = RouterScore::kSoftmax;
   bool normalize_top_k = true;     // the k picked scores are rescaled to sum to 1
   std::optional<double> capacity_factor;  // nullopt (YAML null): dropless
@@ -48,9 +51,14 @@ struct ModelConfig {
   int num_kv_heads = 0;       // grouped-query attention (1: multi-query); 0: num_heads
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;     // RMSNorm epsilon
+  int head_size = 0;          // model.head_dim: width of one attention head; 0: hidden_size / num_heads
+  bool qk_norm = false;       // model.qk_layernorm: RMSNorm (weights [head_dim]) on each q and k head before RoPE
   MoeConfig moe;
 
-  int head_dim() const { return hidden_size / num_heads; }
+  int head_dim() const { return head_size > 0 ? head_size : hidden_size / num_heads; }
+  // Width of the attention core's output (the rows of W_o): num_heads * head_dim (hidden_size unless
+  // model.head_dim says otherwise).
+  int attn_width() const { return num_heads * head_dim(); }
   int kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
   // Columns of W_qkv: every query head plus a key and a value head per KV head.
   int qkv_width() const { return (num_heads + 2 * kv_heads()) * head_dim(); }
@@ -62,7 +70,8 @@ struct ModelConfig {
   }
   bool is_moe() const { return moe.num_experts > 0; }
   bool is_moe_layer(int layer) const {
-    return is_moe() && layer >= moe.first_dense_layers && layer % moe.layer_freq == moe.layer_freq - 1;
+    return is_moe() && layer >= moe.first_dense_layers && layer % moe.layer_freq == moe.layer_freq - 1 &&
+           std::find(moe.dense_layers.begin(), moe.dense_layers.end(), layer) == moe.dense_layers.end();
   }
 
   bool operator==(const ModelConfig&) const = default;
