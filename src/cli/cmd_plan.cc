@@ -28,7 +28,7 @@ void add_plan_command(CLI::App& app) {
   };
   auto flags = std::make_shared<Flags>();
   cmd->add_option("MODEL", flags->model,
-                  "model preset (moe-120b, dense-70b, mixtral-8x7b, deepseek-moe-16b, deepseek-v3-like, moe-1t) or a moe4d config YAML")
+                  "model preset (moe-120b, dense-70b, mixtral-8x7b, deepseek-moe-16b, deepseek-v3-like, qwen3-30b-a3b, qwen3-235b-a22b, moe-1t) or a moe4d config YAML")
       ->required();
   cmd->add_option("CLUSTER", flags->cluster,
                   "cluster preset (atlas-800t-a2, dgx-a100, dgx-h100, dgx-h200) or a cluster YAML (moe4d bench writes one)")

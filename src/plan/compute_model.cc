@@ -76,7 +76,7 @@ LayerCompute layer_compute(const ModelConfig& model, const TrainingSetup& setup,
     }
   }
   out.attention_scores_time = g.attention;
-  g.output = add(tokens, d, d / t, 1);                            // W_o
+  g.output = add(tokens, d, model.attn_width() / t, 1);           // W_o [h head_dim, d]
   if (moe_layer) {
     const double e_local = model.moe.num_experts / static_cast<double>(layout.ep);
     const double rows = device_routed_rows(model, setup, layout, tokens) / e_local;  // per local expert
@@ -144,7 +144,8 @@ double model_forward_flops_per_sequence(const ModelConfig& model, int seq_length
   const double fe = model.expert_ffn();
   const double n_moe = static_cast<double>(moe_layers_in(model, 0, model.num_layers));
   const double n_dense = model.num_layers - n_moe;
-  double flops = model.num_layers * (2 * s * d * model.qkv_width() + 2 * s * s * d * 2 + 2 * s * d * d);
+  const double aw = model.attn_width();  // h head_dim: the scores' and W_o's width
+  double flops = model.num_layers * (2 * s * d * model.qkv_width() + 2 * s * s * aw * 2 + 2 * s * aw * d);
   flops += n_moe * (2 * s * d * model.moe.num_experts + model.moe.top_k * 3 * 2 * s * d * fe +
                     3 * 2 * s * d * model.shared_ffn());
   flops += n_dense * 3 * 2 * s * d * f;

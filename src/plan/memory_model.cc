@@ -45,8 +45,9 @@ LayerActivations layer_activations(const ModelConfig& m, const TrainingSetup& se
   double attention = tokens * d * a / shard                      // layer input
                      + (tokens * f32 + tokens * d * a) / shard   // norm rstd + normed input
                      + tokens * m.qkv_width() / t * a            // qkv (h + 2 kvh heads)
+                     + (m.qk_norm ? tokens * (m.num_heads + m.kv_heads()) / t * (m.head_dim() * a + f32) : 0)  // q/k before their norms, rstd
                      + out.probs                                 // softmax probabilities
-                     + tokens * d / t * a                        // attention output before W_o
+                     + tokens * m.attn_width() / t * a           // attention output before W_o
                      + tokens * d * a / shard                    // residual after attention
                      + (tokens * f32 + tokens * d * a) / shard;  // second norm rstd + normed
   double ffn = 0;
@@ -125,7 +126,7 @@ MemoryBreakdown stage_memory(const ModelConfig& m, const TrainingSetup& setup, c
     // stage, as many whole buckets as a range of its length can touch — plus zero3_prefetch_buckets
     // per group gathered ahead (train/zero_param_gatherer.h), never more than the whole stage.
     const double d = m.hidden_size, t = layout.tp;
-    double read = std::max(d * m.qkv_width() / t, d * d / t);
+    double read = std::max(d * m.qkv_width() / t, d * m.attn_width() / t);
     if (params.has_embedding || params.has_head) read = std::max(read, double(m.vocab_size) * d / t);
     if (params.moe_layers < params.layers) read = std::max(read, d * m.ffn_hidden_size / t);
     if (params.moe_layers > 0) {
