@@ -130,37 +130,30 @@ class HfReference:
         out = torch.softmax(scores, dim=-1) @ v
         return out.transpose(0, 1).reshape(S, H * hd) @ self.t[p + "o_proj.weight"].T
 
-    def mixtral_moe(self, x, p):
-        logits = x @ self.t[p + "gate.weight"].T
-        probs = torch.softmax(logits, dim=-1)
-        weights, picks = torch.topk(probs, self.top_k, dim=-1)
-        weights = weights / weights.sum(dim=-1, keepdim=True)
+    def routed(self, x, p, picks, weights, names):
+        """Sum over each token's picked experts of weight x SwiGLU expert (names: its gate, up, down)."""
         out = torch.zeros_like(x)
-        for e in range(logits.shape[1]):
+        for e in range(self.t[p + "gate.weight"].shape[0]):
             rows, slot = torch.where(picks == e)
             if rows.numel() == 0:
                 continue
             q = p + f"experts.{e}."
-            y = swiglu(x[rows], self.t[q + "w1.weight"], self.t[q + "w3.weight"], self.t[q + "w2.weight"])
+            y = swiglu(x[rows], *(self.t[q + n + ".weight"] for n in names))
             out.index_add_(0, rows, y * weights[rows, slot, None])
         return out
 
+    def mixtral_moe(self, x, p):
+        probs = torch.softmax(x @ self.t[p + "gate.weight"].T, dim=-1)
+        weights, picks = torch.topk(probs, self.top_k, dim=-1)
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+        return self.routed(x, p, picks, weights, ("w1", "w3", "w2"))
+
     def qwen3_moe(self, x, p):
-        logits = x @ self.t[p + "gate.weight"].T
-        probs = torch.softmax(logits, dim=-1)
+        probs = torch.softmax(x @ self.t[p + "gate.weight"].T, dim=-1)
         weights, picks = torch.topk(probs, self.top_k, dim=-1)
         if self.config.get("norm_topk_prob", False):
             weights = weights / weights.sum(dim=-1, keepdim=True)
-        out = torch.zeros_like(x)
-        for e in range(logits.shape[1]):
-            rows, slot = torch.where(picks == e)
-            if rows.numel() == 0:
-                continue
-            q = p + f"experts.{e}."
-            y = swiglu(x[rows], self.t[q + "gate_proj.weight"], self.t[q + "up_proj.weight"],
-                       self.t[q + "down_proj.weight"])
-            out.index_add_(0, rows, y * weights[rows, slot, None])
-        return out
+        return self.routed(x, p, picks, weights, ("gate_proj", "up_proj", "down_proj"))
 
     def qwen3_sparse(self, layer):
         c = self.config
@@ -176,15 +169,7 @@ class HfReference:
         if c.get("norm_topk_prob", True):
             weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20)
         weights = weights * c.get("routed_scaling_factor", 1.0)
-        out = torch.zeros_like(x)
-        for e in range(scores.shape[1]):
-            rows, slot = torch.where(picks == e)
-            if rows.numel() == 0:
-                continue
-            q = p + f"experts.{e}."
-            y = swiglu(x[rows], self.t[q + "gate_proj.weight"], self.t[q + "up_proj.weight"],
-                       self.t[q + "down_proj.weight"])
-            out.index_add_(0, rows, y * weights[rows, slot, None])
+        out = self.routed(x, p, picks, weights, ("gate_proj", "up_proj", "down_proj"))
         s = p + "shared_experts."
         if c.get("n_shared_experts", 0) > 0:
             out = out + swiglu(x, self.t[s + "gate_proj.weight"], self.t[s + "up_proj.weight"],
