@@ -18,8 +18,9 @@
 //   * Qwen3ForCausalLM: the same attention, every layer dense.
 // Everything else is refused with one line naming what cannot be expressed: Qwen2-MoE gates its
 // shared expert with a learned sigmoid (not expressible as moe4d's ungated sum), DeepSeek-V2/V3 use
-// multi-head latent attention, and no architecture has alternating dense/MoE layers with
-// layer_freq > 1, capacity dropping, or a softmax router together with shared experts.
+// multi-head latent attention, alternating dense/MoE layers (layer_freq > 1) or listed dense layers
+// need Qwen3-MoE (so model.qk_layernorm), and no architecture has capacity dropping or a softmax
+// router together with shared experts.
 #pragma once
 
 #include <string>
