@@ -88,17 +88,19 @@ model:
 model:
   vocab_size: 320
   hidden_size: 32
-  num_layers: 2
+  num_layers: 3
   num_heads: 4
   num_kv_heads: 2
   head_dim: 16
   qk_layernorm: true
   tie_embeddings: true
   norm_eps: 1.0e-6
-  ffn_hidden_size: 64
+  ffn_hidden_size: 128
   seq_length: 48
 """,
 }
+# The tied dense model needs more steps before its greedy tokens stop repeating one token.
+STEPS = {"qwen3_dense": 200}
 ARCH = {"mixtral_gqa": "MixtralForCausalLM", "glm_shared": "Glm4MoeForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM",
         "qwen3_dense": "Qwen3ForCausalLM"}
 
@@ -131,7 +133,7 @@ def main():
     with open(f"{work}/model.yaml", "w") as f:
         f.write(MODELS[variant] + f"""
 parallel_config: {{data_parallel: 1}}
-train: {{global_batch_size: 8, steps: 60, lr: 5.0e-3, min_lr: 3.0e-4, warmup_steps: 3, seed: 5, eval_batches: 2}}
+train: {{global_batch_size: 8, steps: {STEPS.get(variant, 60)}, lr: 5.0e-3, min_lr: 3.0e-4, warmup_steps: 3, seed: 5, eval_batches: 2}}
 data: {{train: {work}/data/train.bin, valid: {work}/data/valid.bin, tokenizer: {work}/data/tokenizer.model}}
 checkpoint: {{dir: {work}/ckpt, interval: 0, keep: 1}}
 """)
