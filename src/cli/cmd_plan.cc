@@ -3,10 +3,12 @@
 // This file only maps flags onto a PlanRequest and prints what run_plan returns; the planner's
 // behaviour (and its error messages) lives in src/plan and is tested there.
 #include <cstdio>
+#include <fstream>
 #include <string>
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "interop/hf_architecture.h"
 #include "plan/planner.h"
 
 namespace moe4d {
@@ -65,6 +67,18 @@ void add_plan_command(CLI::App& app) {
   cmd->callback([flags, global_batch, seq_length, explain, imbalance, redundant, save_interval] {
     PlanRequest request;
     request.model = flags->model;
+    // A Hugging Face config.json (any architecture `ckpt import` reads) as MODEL.
+    if (flags->model.size() >= 5 && flags->model.compare(flags->model.size() - 5, 5, ".json") == 0) {
+      std::ifstream in(flags->model);
+      if (!in) fail("cannot read {}", flags->model);
+      nlohmann::json json;
+      try {
+        in >> json;
+      } catch (const nlohmann::json::exception& e) {
+        fail("{}: not JSON ({})", flags->model, e.what());
+      }
+      request.hf_model = hf_model_from_config_json(json, flags->model).model;
+    }
     request.cluster = flags->cluster;
     if (global_batch->count() > 0) request.global_batch = flags->global_batch;
     if (seq_length->count() > 0) request.seq_length = flags->seq_length;
