@@ -77,6 +77,9 @@ void add_plan_command(CLI::App& app) {
       } catch (const nlohmann::json::exception& e) {
         fail("{}: not JSON ({})", flags->model, e.what());
       }
+      // The planner plans bf16 training of the shapes: a published checkpoint's weight quantization
+      // (e.g. DeepSeek-V3's FP8 blocks), which `ckpt import` refuses, does not change them.
+      if (json.is_object()) json.erase("quantization_config");
       request.hf_model = hf_model_from_config_json(json, flags->model).model;
     }
     request.cluster = flags->cluster;
