@@ -267,6 +267,8 @@ TEST(ModelRecompute, FullAndSelectiveGiveIdenticalGradients) {
   options.moe.expert_ffn_hidden_size = 8;
   options.moe.shared_experts = 1;
   options.moe.score_function = RouterScore::kSigmoid;
+  options.head_size = 6;  // Qwen3-style attention: 4 x 6 != 16, q/k norm
+  options.qk_norm = true;
   const std::vector<float> with_options = gradients_with(RecomputeGranularity::kNone, options);
   EXPECT_EQ(with_options, gradients_with(RecomputeGranularity::kFull, options));
   EXPECT_EQ(with_options, gradients_with(RecomputeGranularity::kSelective, options));
