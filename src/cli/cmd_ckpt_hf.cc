@@ -19,6 +19,7 @@ struct ExportArgs {
   std::string output;
   std::string tokenizer;
   std::string max_shard_size = "5GB";
+  std::string dtype = "fp32";
 };
 
 struct ImportArgs {
@@ -75,10 +76,14 @@ void add_ckpt_hf_commands(CLI::App& app) {
   export_cmd->add_option("--tokenizer", ex->tokenizer, "tokenizer spec (default: the one the model was trained with)");
   export_cmd->add_option("--max-shard-size", ex->max_shard_size,
                          "largest model.safetensors shard before splitting, as save_pretrained (default 5GB)");
+  export_cmd->add_option("--dtype", ex->dtype, "tensor dtype: fp32 (exact, default) or bf16 (rounded to nearest even)");
   export_cmd->callback([ex] {
     check_format(ex->format);
+    if (ex->dtype != "fp32" && ex->dtype != "bf16")
+      fail("--dtype '{}' is not supported, expected fp32 or bf16", ex->dtype);
     HfExportOptions options{.checkpoint = ex->checkpoint, .output_dir = ex->output,
-                            .max_shard_bytes = parse_size(ex->max_shard_size), .tokenizer = ex->tokenizer};
+                            .max_shard_bytes = parse_size(ex->max_shard_size), .tokenizer = ex->tokenizer,
+                            .dtype = ex->dtype == "bf16" ? DType::kBF16 : DType::kF32};
     const HfExportResult r = export_hf(options);
     log_info("exported {} as {} to {} ({} files, {:.1f} MB of tensors)", ex->checkpoint,
              hf_architecture_name(r.arch), ex->output, r.files.size(), double(r.tensor_bytes) / 1e6);

@@ -3,10 +3,12 @@
 // This file only maps flags onto a PlanRequest and prints what run_plan returns; the planner's
 // behaviour (and its error messages) lives in src/plan and is tested there.
 #include <cstdio>
+#include <fstream>
 #include <string>
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "interop/hf_architecture.h"
 #include "plan/planner.h"
 
 namespace moe4d {
@@ -28,7 +30,7 @@ void add_plan_command(CLI::App& app) {
   };
   auto flags = std::make_shared<Flags>();
   cmd->add_option("MODEL", flags->model,
-                  "model preset (moe-120b, dense-70b, mixtral-8x7b, deepseek-moe-16b, deepseek-v3-like, moe-1t) or a moe4d config YAML")
+                  "model preset (moe-120b, dense-70b, mixtral-8x7b, deepseek-moe-16b, deepseek-v3-like, qwen3-30b-a3b, qwen3-235b-a22b, moe-1t) or a moe4d config YAML")
       ->required();
   cmd->add_option("CLUSTER", flags->cluster,
                   "cluster preset (atlas-800t-a2, dgx-a100, dgx-h100, dgx-h200) or a cluster YAML (moe4d bench writes one)")
@@ -65,6 +67,21 @@ void add_plan_command(CLI::App& app) {
   cmd->callback([flags, global_batch, seq_length, explain, imbalance, redundant, save_interval] {
     PlanRequest request;
     request.model = flags->model;
+    // A Hugging Face config.json (any architecture `ckpt import` reads) as MODEL.
+    if (flags->model.size() >= 5 && flags->model.compare(flags->model.size() - 5, 5, ".json") == 0) {
+      std::ifstream in(flags->model);
+      if (!in) fail("cannot read {}", flags->model);
+      nlohmann::json json;
+      try {
+        in >> json;
+      } catch (const nlohmann::json::exception& e) {
+        fail("{}: not JSON ({})", flags->model, e.what());
+      }
+      // The planner plans bf16 training of the shapes: a published checkpoint's weight quantization
+      // (e.g. DeepSeek-V3's FP8 blocks), which `ckpt import` refuses, does not change them.
+      if (json.is_object()) json.erase("quantization_config");
+      request.hf_model = hf_model_from_config_json(json, flags->model).model;
+    }
     request.cluster = flags->cluster;
     if (global_batch->count() > 0) request.global_batch = flags->global_batch;
     if (seq_length->count() > 0) request.seq_length = flags->seq_length;

@@ -5,6 +5,7 @@
 // beyond a few derived quantities; every default below is the value a key takes when omitted.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -28,6 +29,8 @@ struct MoeConfig {
   int expert_ffn_hidden_size = 0;  // routed experts' SwiGLU width; 0: ffn_hidden_size
   int shared_experts = 0;          // always-on experts per MoE layer, fused into one SwiGLU
   int shared_expert_ffn_hidden_size = 0;  // width of one shared expert; 0: the routed experts' width
+  // Layers kept dense whatever layer_freq and first_dense_layers say (Qwen3's mlp_only_layers).
+  std::vector<int> dense_layers;
   RouterScore score_function = RouterScore::kSoftmax;
   bool normalize_top_k = true;     // the k picked scores are rescaled to sum to 1
   int num_groups = 1;              // group-limited routing: experts in num_groups contiguous groups (n_group)
@@ -83,6 +86,8 @@ struct ModelConfig {
   int num_kv_heads = 0;       // grouped-query attention (1: multi-query); 0: num_heads
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;     // RMSNorm epsilon
+  int head_size = 0;          // model.head_dim: width of one attention head; 0: hidden_size / num_heads
+  bool qk_norm = false;       // model.qk_layernorm: RMSNorm (weights [head_dim]) on each q and k head before RoPE
   MoeConfig moe;
   MlaConfig mla;
   RopeScaling rope_scaling;
@@ -92,7 +97,7 @@ struct ModelConfig {
   // W_o; under MLA q_b or q, kv_b and W_o), and those every TP rank holds whole (MLA's q_a, kv_a).
   double attention_sharded_weights() const {
     const double d = hidden_size, h = num_heads;
-    if (!is_mla()) return d * qkv_width() + d * d;
+    if (!is_mla()) return d * qkv_width() + double(attn_width()) * d;
     const double q_in = mla.q_lora_rank > 0 ? mla.q_lora_rank : d;
     return q_in * h * mla.qk_head_dim() + mla.kv_lora_rank * h * (mla.qk_nope_head_dim + mla.v_head_dim) +
            h * mla.v_head_dim * d;
@@ -102,7 +107,10 @@ struct ModelConfig {
   }
   // MLA's latent RMSNorm weights of one layer (q_a_norm, kv_a_norm); 0 without MLA.
   double attention_latent_norm_weights() const { return is_mla() ? mla.q_lora_rank + mla.kv_lora_rank : 0.0; }
-  int head_dim() const { return hidden_size / num_heads; }
+  int head_dim() const { return head_size > 0 ? head_size : hidden_size / num_heads; }
+  // Width of the attention core's output (the rows of W_o): num_heads * head_dim (hidden_size unless
+  // model.head_dim says otherwise).
+  int attn_width() const { return num_heads * head_dim(); }
   int kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
   // Columns of W_qkv: every query head plus a key and a value head per KV head.
   int qkv_width() const { return (num_heads + 2 * kv_heads()) * head_dim(); }
@@ -114,7 +122,8 @@ struct ModelConfig {
   }
   bool is_moe() const { return moe.num_experts > 0; }
   bool is_moe_layer(int layer) const {
-    return is_moe() && layer >= moe.first_dense_layers && layer % moe.layer_freq == moe.layer_freq - 1;
+    return is_moe() && layer >= moe.first_dense_layers && layer % moe.layer_freq == moe.layer_freq - 1 &&
+           std::find(moe.dense_layers.begin(), moe.dense_layers.end(), layer) == moe.dense_layers.end();
   }
 
   bool operator==(const ModelConfig&) const = default;

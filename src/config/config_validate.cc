@@ -120,10 +120,13 @@ void validate(const Config& c, const ConfigReader& r) {
   const auto key = [&](const auto& field) { return std::string(config_key_path(c, &field)); };  // its path
 
   const ModelConfig& m = c.model;
-  if (m.hidden_size % m.num_heads != 0)
+  if (m.head_size > 0) {
+    r.require(m.head_size % 2 == 0, key(m.head_size), "an even head dimension (RoPE rotates pairs)",
+              str(m.head_size));
+  } else if (m.hidden_size % m.num_heads != 0) {
     r.fail_at(r.line_of(key(m.num_heads)), key(m.num_heads),
               fmt::format("{} does not divide hidden_size {}", m.num_heads, m.hidden_size));
-  if (m.head_dim() % 2 != 0)
+  } else if (m.head_dim() % 2 != 0)
     r.fail_at(r.line_of(key(m.num_heads)), key(m.num_heads),
               fmt::format("head dimension hidden_size / num_heads = {} / {} = {} is odd, expected an even head "
                           "dimension (RoPE rotates pairs)",
@@ -164,10 +167,24 @@ void validate(const Config& c, const ConfigReader& r) {
       const int64_t freq = moe.layer_freq, first = moe.first_dense_layers;
       any_moe_layer |= first + (freq - 1 - first % freq + freq) % freq < m.num_layers;
     }
+    for (size_t i = 0; i < moe.dense_layers.size(); ++i)
+      r.require(moe.dense_layers[i] < m.num_layers, fmt::format("{}[{}]", key(moe.dense_layers), i),
+                fmt::format("a layer index in [0, num_layers = {})", m.num_layers), str(moe.dense_layers[i]));
     r.require(any_moe_layer, key(moe.first_dense_layers),
               fmt::format("a value leaving at least one MoE layer after the first_dense_layers = {} of {} layers",
                           moe.first_dense_layers, m.num_layers),
               str(moe.layer_freq));
+    // model.moe.dense_layers may remove the MoE layers layer_freq and first_dense_layers leave: look at
+    // those in order until one is not listed (at most dense_layers.size() + 1 of them).
+    if (any_moe_layer && !moe.dense_layers.empty()) {
+      bool left = false;
+      const int64_t freq = moe.layer_freq, first = moe.first_dense_layers;
+      for (int64_t l = first + (freq - 1 - first % freq + freq) % freq; l < m.num_layers && !left; l += freq)
+        left = m.is_moe_layer(int(l));
+      if (!left)
+        r.fail_at(r.line_of(key(moe.dense_layers)), key(moe.dense_layers),
+                  "lists every MoE layer, expected at least one layer to stay MoE");
+    }
   } else {
     // MoE-only keys on a dense model would be silently meaningless.
     for (const ConfigKey& key : config_keys()) {

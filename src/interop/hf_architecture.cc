@@ -1,7 +1,9 @@
-// interop/hf_architecture.cc — architecture choice and config.json for Mixtral and GLM-4-MoE.
+// interop/hf_architecture.cc — architecture choice and config.json for Mixtral, GLM-4-MoE, Qwen3-MoE
+// and Qwen3.
 //
-// Key names follow transformers' MixtralConfig and Glm4MoeConfig (models/mixtral,
-// models/glm4_moe/configuration_*.py), i.e. what their save_pretrained writes and from_pretrained reads.
+// Key names follow transformers' MixtralConfig, Glm4MoeConfig, Qwen3MoeConfig and Qwen3Config
+// (models/{mixtral,glm4_moe,qwen3_moe,qwen3}/configuration_*.py), i.e. what their save_pretrained
+// writes and from_pretrained reads.
 #include "interop/hf_architecture.h"
 
 #include <cmath>
@@ -15,6 +17,8 @@ namespace {
 
 constexpr const char* kMixtral = "MixtralForCausalLM";
 constexpr const char* kGlm4Moe = "Glm4MoeForCausalLM";
+constexpr const char* kQwen3Moe = "Qwen3MoeForCausalLM";
+constexpr const char* kQwen3 = "Qwen3ForCausalLM";
 
 // The key `key` of `config` as T, or a one-line error naming the file and the key.
 template <typename T>
@@ -34,8 +38,10 @@ T get_or(const nlohmann::json& config, const char* key, T fallback, const std::s
   return get<T>(config, key, origin);
 }
 
-int positive_int(const nlohmann::json& config, const char* key, const std::string& origin) {
-  const int64_t v = get<int64_t>(config, key, origin);
+// `fallback` >= 0: the value when the key is absent (a Qwen3 config class default); < 0: required.
+int positive_int(const nlohmann::json& config, const char* key, const std::string& origin, int64_t fallback = -1) {
+  const bool absent = !config.contains(key) || config[key].is_null();
+  const int64_t v = absent && fallback >= 0 ? fallback : get<int64_t>(config, key, origin);
   if (v <= 0 || v > (int64_t{1} << 31) - 1) fail("{}: \"{}\" is {}, expected a positive 32-bit integer", origin, key, v);
   return static_cast<int>(v);
 }
@@ -43,7 +49,13 @@ int positive_int(const nlohmann::json& config, const char* key, const std::strin
 }  // namespace
 
 const char* hf_architecture_name(HfArchitecture arch) {
-  return arch == HfArchitecture::kMixtral ? kMixtral : kGlm4Moe;
+  switch (arch) {
+    case HfArchitecture::kMixtral: return kMixtral;
+    case HfArchitecture::kGlm4Moe: return kGlm4Moe;
+    case HfArchitecture::kQwen3Moe: return kQwen3Moe;
+    case HfArchitecture::kQwen3: return kQwen3;
+  }
+  return kMixtral;
 }
 
 HfModelFeatures hf_model_features(const ModelConfig& model) {
@@ -65,28 +77,44 @@ HfArchitecture choose_hf_architecture(const ModelConfig& model, bool router_bias
   const auto refuse = [](const std::string& what) {
     fail("cannot export to the Hugging Face format: {}", what);
   };
-  if (!model.is_moe())
-    refuse("the model is dense (model.moe.num_experts 0); only MoE models are exported (Mixtral, GLM-4-MoE)");
   if (model.is_mla())
     refuse(fmt::format("model.kv_lora_rank {}: multi-head latent attention (Hugging Face deepseek_v3) is not "
-                       "exported yet; Mixtral and GLM-4-MoE have grouped-query attention",
+                       "exported yet; Mixtral, GLM-4-MoE and Qwen3 have grouped-query attention",
                        model.mla.kv_lora_rank));
   if (model.rope_scaling.enabled())
     refuse(fmt::format("model.rope_scaling.factor {}: YaRN RoPE scaling is not exported yet (the exported "
                        "config.json would say rope_scaling null)",
                        model.rope_scaling.factor));
+  if (model.qk_norm && !model.is_moe()) return HfArchitecture::kQwen3;
+  if (!model.is_moe())
+    refuse("the model is dense (model.moe.num_experts 0) without model.qk_layernorm; dense models are exported "
+           "as Qwen3 (qk_layernorm: true)");
   if (model.moe.capacity_factor)
     refuse(fmt::format("the model uses capacity dropping (model.moe.capacity_factor {}), which no Hugging Face "
                        "architecture computes; train dropless (capacity_factor: null) to export",
                        *model.moe.capacity_factor));
+  if (model.moe.num_experts < 2) refuse("a single expert is not a mixture (num_experts < 2)");
+  if (model.qk_norm) {  // Qwen3-MoE: the one MoE architecture with per-head q/k RMSNorm
+    if (f.sigmoid_scores)
+      refuse("model.qk_layernorm with sigmoid router scores: Qwen3-MoE (the architecture with q/k norm) routes "
+             "with softmax scores");
+    if (f.shared_experts > 0) refuse("model.qk_layernorm with shared experts: Qwen3-MoE has no shared expert");
+    if (router_bias_nonzero)
+      refuse("the checkpoint has a non-zero aux-loss-free router bias (state.json router_bias); Qwen3-MoE (the "
+             "architecture with q/k norm) has no routing bias");
+    return HfArchitecture::kQwen3Moe;
+  }
+  if (!model.moe.dense_layers.empty())
+    refuse("model.moe.dense_layers (Qwen3-MoE's mlp_only_layers) is expressible only as Qwen3-MoE, which also "
+           "needs model.qk_layernorm: true");
   const int moe_from = f.first_dense_layers;
   if (model.moe.layer_freq != 1 && moe_from < model.num_layers)
     refuse(fmt::format("model.moe.layer_freq {} alternates dense and MoE layers; Mixtral and GLM-4-MoE need every "
-                       "layer after the leading dense ones to be MoE (layer_freq 1)",
+                       "layer after the leading dense ones to be MoE (layer_freq 1), and Qwen3-MoE (its "
+                       "decoder_sparse_step) needs model.qk_layernorm: true",
                        model.moe.layer_freq));
   if (moe_from >= model.num_layers)
     refuse("model.moe.first_dense_layers leaves no MoE layer");
-  if (model.moe.num_experts < 2) refuse("a single expert is not a mixture (num_experts < 2)");
 
   const bool plain_routing = model.moe.num_groups == 1 && model.moe.routed_scaling_factor == 1.0;
   const bool mixtral_exact = moe_from == 0 && f.shared_experts == 0 && !f.sigmoid_scores && f.normalize_top_k &&
@@ -132,9 +160,11 @@ nlohmann::json hf_config_json(const ModelConfig& model, HfArchitecture arch, con
   c["attention_dropout"] = 0.0;
   c["tie_word_embeddings"] = model.tie_embeddings;
   c["use_cache"] = true;
-  c["num_experts_per_tok"] = model.moe.top_k;
-  c["output_router_logits"] = false;
-  c["router_aux_loss_coef"] = model.moe.aux_loss_coeff;
+  if (arch != HfArchitecture::kQwen3) {
+    c["num_experts_per_tok"] = model.moe.top_k;
+    c["output_router_logits"] = false;
+    c["router_aux_loss_coef"] = model.moe.aux_loss_coeff;
+  }
   c["bos_token_id"] = nullptr;
   c["pad_token_id"] = nullptr;
   c["eos_token_id"] = extras.eos_token_id >= 0 ? nlohmann::json(extras.eos_token_id) : nlohmann::json(nullptr);
@@ -145,6 +175,25 @@ nlohmann::json hf_config_json(const ModelConfig& model, HfArchitecture arch, con
     c["num_local_experts"] = model.moe.num_experts;
     c["sliding_window"] = nullptr;
     c["router_jitter_noise"] = 0.0;
+  } else if (arch == HfArchitecture::kQwen3Moe || arch == HfArchitecture::kQwen3) {
+    c["model_type"] = arch == HfArchitecture::kQwen3 ? "qwen3" : "qwen3_moe";
+    c["intermediate_size"] = model.ffn_hidden_size;  // the dense layers (mlp_only_layers)
+    c["attention_bias"] = false;
+    c["use_sliding_window"] = false;
+    c["sliding_window"] = nullptr;
+    c["max_window_layers"] = model.num_layers;
+    if (arch == HfArchitecture::kQwen3Moe) {
+      c["moe_intermediate_size"] = f.expert_ffn;
+      c["num_experts"] = model.moe.num_experts;
+      c["norm_topk_prob"] = f.normalize_top_k;
+      c["decoder_sparse_step"] = model.moe.layer_freq;
+      // The layers decoder_sparse_step makes sparse that moe4d keeps dense (first_dense_layers and
+      // model.moe.dense_layers).
+      nlohmann::json dense = nlohmann::json::array();
+      for (int l = 0; l < model.num_layers; ++l)
+        if ((l + 1) % model.moe.layer_freq == 0 && !model.is_moe_layer(l)) dense.push_back(l);
+      c["mlp_only_layers"] = dense;
+    }
   } else {
     c["model_type"] = "glm4_moe";
     c["intermediate_size"] = model.ffn_hidden_size;  // the leading dense layers
@@ -176,37 +225,62 @@ HfImportedModel hf_model_from_config_json(const nlohmann::json& c, const std::st
   HfImportedModel out;
   if (arch_name == kMixtral) out.arch = HfArchitecture::kMixtral;
   else if (arch_name == kGlm4Moe) out.arch = HfArchitecture::kGlm4Moe;
+  else if (arch_name == kQwen3Moe) out.arch = HfArchitecture::kQwen3Moe;
+  else if (arch_name == kQwen3) out.arch = HfArchitecture::kQwen3;
   else
-    fail("{}: architectures is {}, expected [\"{}\"] or [\"{}\"]", origin,
-         c.contains("architectures") ? c["architectures"].dump() : "missing", kMixtral, kGlm4Moe);
+    fail("{}: architectures is {}, expected [\"{}\"], [\"{}\"], [\"{}\"] or [\"{}\"]", origin,
+         c.contains("architectures") ? c["architectures"].dump() : "missing", kMixtral, kGlm4Moe, kQwen3Moe, kQwen3);
+  const bool qwen = out.arch == HfArchitecture::kQwen3Moe || out.arch == HfArchitecture::kQwen3;
+  const bool qwen_moe = out.arch == HfArchitecture::kQwen3Moe;
 
   const auto refuse_unless = [&](bool ok, const char* key, const std::string& expected) {
     if (!ok) fail("{}: \"{}\" is {}, moe4d computes only {}", origin, key, c.contains(key) ? c[key].dump() : "absent",
                   expected);
   };
+  if (c.contains("quantization_config") && !c["quantization_config"].is_null())
+    fail("{}: \"quantization_config\" is {}: quantized (e.g. FP8 block-quantized) weights are not read; dequantize "
+         "them to bf16 or fp32 first (e.g. load with transformers and save_pretrained with torch_dtype=bfloat16)",
+         origin, c["quantization_config"].dump());
+  // Qwen3 configs may omit keys: they take the class defaults (Qwen3MoeConfig, Qwen3Config).
+  const auto dims = [&](const char* key, int64_t qwen_moe_default, int64_t qwen_default) {
+    return positive_int(c, key, origin, qwen_moe ? qwen_moe_default : qwen ? qwen_default : -1);
+  };
   ModelConfig& m = out.model;
-  m.vocab_size = positive_int(c, "vocab_size", origin);
-  m.hidden_size = positive_int(c, "hidden_size", origin);
-  m.num_layers = positive_int(c, "num_hidden_layers", origin);
-  m.num_heads = positive_int(c, "num_attention_heads", origin);
-  m.seq_length = positive_int(c, "max_position_embeddings", origin);
+  m.vocab_size = dims("vocab_size", 151936, 151936);
+  m.hidden_size = dims("hidden_size", 2048, 4096);
+  m.num_layers = dims("num_hidden_layers", 24, 32);
+  m.num_heads = dims("num_attention_heads", 32, 32);
+  m.seq_length = dims("max_position_embeddings", 32768, 32768);
   m.tie_embeddings = get_or<bool>(c, "tie_word_embeddings", false, origin);
-  m.moe.top_k = positive_int(c, "num_experts_per_tok", origin);
+  m.moe.top_k = out.arch == HfArchitecture::kQwen3 ? 2 : dims("num_experts_per_tok", 8, 8);
   m.moe.layer_freq = 1;
   m.moe.capacity_factor.reset();
-  m.moe.aux_loss_coeff = get_or<double>(c, "router_aux_loss_coef", 0.0, origin);
+  m.moe.aux_loss_coeff = get_or<double>(c, "router_aux_loss_coef", qwen_moe ? 0.001 : 0.0, origin);
   m.moe.z_loss_coeff = 0.0;
-  if (m.hidden_size % m.num_heads != 0)
-    fail("{}: num_attention_heads {} does not divide hidden_size {}", origin, m.num_heads, m.hidden_size);
-  refuse_unless(get_or<int64_t>(c, "head_dim", m.head_dim(), origin) == m.head_dim(), "head_dim",
-                fmt::format("hidden_size / num_attention_heads = {}", m.head_dim()));
+  // head_dim: Qwen3Config's default 128, else hidden_size / num_attention_heads (as the HF attention
+  // classes' getattr(config, "head_dim", ...)).
+  const bool head_dim_given = c.contains("head_dim") && !c["head_dim"].is_null();
+  if (head_dim_given || out.arch == HfArchitecture::kQwen3) {
+    const int hd = positive_int(c, "head_dim", origin, 128);
+    refuse_unless(hd % 2 == 0, "head_dim", "an even head dimension (RoPE rotates pairs)");
+    if (m.hidden_size % m.num_heads != 0 || hd != m.hidden_size / m.num_heads) m.head_size = hd;
+  } else if (m.hidden_size % m.num_heads != 0) {
+    fail("{}: num_attention_heads {} does not divide hidden_size {} and there is no head_dim", origin, m.num_heads,
+         m.hidden_size);
+  }
   refuse_unless(!c.contains("hidden_act") || c["hidden_act"] == "silu", "hidden_act", "\"silu\" (SwiGLU)");
   refuse_unless(!c.contains("rope_scaling") || c["rope_scaling"].is_null(), "rope_scaling", "null (plain RoPE)");
+  double theta = get_or<double>(c, "rope_theta", 10000.0, origin);
+  if (c.contains("rope_parameters") && c["rope_parameters"].is_object()) {  // newer transformers
+    const nlohmann::json& rope = c["rope_parameters"];
+    refuse_unless(rope.value("rope_type", std::string("default")) == "default", "rope_parameters",
+                  "rope_type \"default\" (plain RoPE)");
+    theta = get_or<double>(rope, "rope_theta", theta, origin);
+  }
   const int kv_heads = c.contains("num_key_value_heads") && !c["num_key_value_heads"].is_null()
                            ? positive_int(c, "num_key_value_heads", origin)
-                           : m.num_heads;
-  const double theta = get_or<double>(c, "rope_theta", 10000.0, origin);
-  const double eps = get_or<double>(c, "rms_norm_eps", 1e-5, origin);
+                           : qwen_moe ? 4 : m.num_heads;
+  const double eps = get_or<double>(c, "rms_norm_eps", qwen ? 1e-6 : 1e-5, origin);
 
   HfModelFeatures f;
   f.num_kv_heads = kv_heads;
@@ -220,6 +294,28 @@ HfImportedModel hf_model_from_config_json(const nlohmann::json& c, const std::st
                       get<int64_t>(c, "sliding_window", origin) >= m.seq_length,
                   "sliding_window", "full causal attention (null or >= max_position_embeddings)");
     refuse_unless(get_or<double>(c, "router_jitter_noise", 0.0, origin) == 0.0, "router_jitter_noise", "0");
+  } else if (qwen) {
+    m.qk_norm = true;
+    m.ffn_hidden_size = dims("intermediate_size", 6144, 22016);
+    refuse_unless(!get_or<bool>(c, "use_sliding_window", false, origin), "use_sliding_window",
+                  "false (full causal attention)");
+    refuse_unless(!get_or<bool>(c, "attention_bias", false, origin), "attention_bias", "false (no biases)");
+    if (qwen_moe) {
+      m.moe.num_experts = dims("num_experts", 128, 0);
+      f.expert_ffn = dims("moe_intermediate_size", 768, 0);
+      f.normalize_top_k = get_or<bool>(c, "norm_topk_prob", false, origin);
+      m.moe.layer_freq = dims("decoder_sparse_step", 1, 0);
+      if (c.contains("mlp_only_layers") && !c["mlp_only_layers"].is_null()) {
+        refuse_unless(c["mlp_only_layers"].is_array(), "mlp_only_layers", "a list of layer indices");
+        for (const auto& l : c["mlp_only_layers"]) {
+          refuse_unless(l.is_number_integer() && l.get<int64_t>() >= 0 && l.get<int64_t>() < m.num_layers,
+                        "mlp_only_layers", "layer indices in [0, num_hidden_layers)");
+          if (m.is_moe_layer(l.get<int>())) m.moe.dense_layers.push_back(l.get<int>());
+        }
+      }
+    } else {
+      f.expert_ffn = m.ffn_hidden_size;
+    }
   } else {
     m.moe.num_experts = positive_int(c, "n_routed_experts", origin);
     m.ffn_hidden_size = positive_int(c, "intermediate_size", origin);
@@ -251,7 +347,8 @@ HfImportedModel hf_model_from_config_json(const nlohmann::json& c, const std::st
     refuse_unless(!get_or<bool>(c, "use_qk_norm", false, origin), "use_qk_norm", "false");
     refuse_unless(!get_or<bool>(c, "attention_bias", false, origin), "attention_bias", "false (no biases)");
   }
-  if (m.moe.top_k > m.moe.num_experts)
+  if (out.arch == HfArchitecture::kQwen3) m.moe = MoeConfig{};  // dense
+  else if (m.moe.top_k > m.moe.num_experts)
     fail("{}: num_experts_per_tok {} exceeds the {} experts", origin, m.moe.top_k, m.moe.num_experts);
 
   m.num_kv_heads = f.num_kv_heads == m.num_heads ? 0 : f.num_kv_heads;

@@ -11,10 +11,16 @@
 //     (norm_topk_prob), group-limited routing (n_group, topk_group: moe.num_groups, group_topk) and
 //     routed_scaling_factor as moe4d computes them, written with partial_rotary_factor 1,
 //     use_qk_norm false and attention_bias false so that nothing else differs from moe4d's math.
+//   * Qwen3MoeForCausalLM (model.qk_layernorm): q/k RMSNorm per head before RoPE, explicit head_dim,
+//     softmax router with top-k optionally renormalised (norm_topk_prob), no shared experts, MoE
+//     layers by decoder_sparse_step (= layer_freq) less mlp_only_layers (= first_dense_layers and
+//     model.moe.dense_layers), whose dense MLP is intermediate_size (= ffn_hidden_size) wide.
+//   * Qwen3ForCausalLM: the same attention, every layer dense.
 // Everything else is refused with one line naming what cannot be expressed: Qwen2-MoE gates its
 // shared expert with a learned sigmoid (not expressible as moe4d's ungated sum), DeepSeek-V2/V3 use
-// multi-head latent attention, and no architecture has alternating dense/MoE layers with
-// layer_freq > 1, capacity dropping, or a softmax router together with shared experts.
+// multi-head latent attention, alternating dense/MoE layers (layer_freq > 1) or listed dense layers
+// need Qwen3-MoE (so model.qk_layernorm), and no architecture has capacity dropping or a softmax
+// router together with shared experts.
 #pragma once
 
 #include <string>
@@ -25,9 +31,9 @@
 
 namespace moe4d {
 
-enum class HfArchitecture { kMixtral, kGlm4Moe };
+enum class HfArchitecture { kMixtral, kGlm4Moe, kQwen3Moe, kQwen3 };
 
-// "MixtralForCausalLM" / "Glm4MoeForCausalLM".
+// "MixtralForCausalLM" / "Glm4MoeForCausalLM" / "Qwen3MoeForCausalLM" / "Qwen3ForCausalLM".
 const char* hf_architecture_name(HfArchitecture arch);
 
 // The model features the HF mapping depends on, read from a ModelConfig in one place.
@@ -57,9 +63,10 @@ struct HfConfigExtras {
 nlohmann::json hf_config_json(const ModelConfig& model, HfArchitecture arch, const HfConfigExtras& extras);
 
 // Reads config.json (`origin` names the file in messages) into the model section of a moe4d config.
-// Refuses, one line each, architectures other than the two above and settings moe4d does not
-// compute (biases, qk-norm, partial rotary, RoPE scaling, sliding windows, routed scaling, expert
-// groups, activations other than silu).
+// Refuses, one line each, architectures other than the four above and settings moe4d does not
+// compute (biases, qk-norm outside Qwen3, partial rotary, RoPE scaling, sliding windows, routed
+// scaling, expert groups, activations other than silu, quantized weights). Qwen3 keys absent from
+// config.json take the defaults of transformers' Qwen3MoeConfig / Qwen3Config.
 struct HfImportedModel {
   ModelConfig model;
   HfArchitecture arch = HfArchitecture::kMixtral;

@@ -13,6 +13,7 @@
 #include "checkpoint/output_file.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/sharded_index.h"
+#include "comm/half_float.h"
 #include "config/config_loader.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -133,6 +134,8 @@ HfExportResult export_hf(const HfExportOptions& options) {
   // Tensors: shards of at most max_shard_bytes (a larger tensor gets a shard of its own).
   // Full-tensor or sharded checkpoints alike; one moe4d tensor is held at a time (the rules of one
   // tensor follow each other), so the export holds at most one tensor besides a shard's output.
+  const bool bf16 = options.dtype == DType::kBF16;
+  if (options.dtype != DType::kF32 && !bf16) fail("HF export writes F32 or BF16 tensors only");
   const CheckpointTensors weights(checkpoint);
   std::string held_name;
   std::vector<float> held;
@@ -141,7 +144,7 @@ HfExportResult export_hf(const HfExportOptions& options) {
   std::vector<std::vector<size_t>> shards(1);
   uint64_t shard_bytes = 0;
   for (size_t i = 0; i < rules.size(); ++i) {
-    uint64_t bytes = sizeof(float);
+    uint64_t bytes = bf16 ? sizeof(uint16_t) : sizeof(float);
     for (int64_t d : rules[i].hf_shape) bytes *= static_cast<uint64_t>(d);
     if (!shards.back().empty() && shard_bytes + bytes > options.max_shard_bytes) {
       shards.emplace_back();
@@ -189,7 +192,13 @@ HfExportResult export_hf(const HfExportOptions& options) {
         for (int64_t r = 0; r < rows; ++r)
           for (int64_t c = 0; c < cols; ++c) dst[r * cols + c] = from[rule.source(r, c)];
       }
-      named.emplace_back(rule.hf_name, Tensor::f32(dst, Shape::of(rule.hf_shape)));
+      if (bf16) {  // round to nearest even, in place into the buffer's first half
+        auto* half = static_cast<uint16_t*>(buffer.data());
+        for (int64_t k = 0; k < rows * cols; ++k) half[k] = float_to_bf16(dst[k]);
+        named.emplace_back(rule.hf_name, Tensor(half, DType::kBF16, Shape::of(rule.hf_shape)));
+      } else {
+        named.emplace_back(rule.hf_name, Tensor::f32(dst, Shape::of(rule.hf_shape)));
+      }
       buffers.push_back(std::move(buffer));
       weight_map[rule.hf_name] = file;
     }
@@ -216,7 +225,9 @@ HfExportResult export_hf(const HfExportOptions& options) {
     write_hf_tokenizer_files(spec, tmp, m.seq_length, result.files);
   else
     write_sentencepiece_files(spec, tmp, m.seq_length, result.files);
-  write_json_file(tmp + "/config.json", hf_config_json(m, result.arch, extras));
+  nlohmann::json hf_config = hf_config_json(m, result.arch, extras);
+  if (bf16) hf_config["torch_dtype"] = "bfloat16";
+  write_json_file(tmp + "/config.json", hf_config);
   write_json_file(tmp + "/generation_config.json",
                   {{"_from_model_config", true}, {"bos_token_id", nullptr}, {"eos_token_id", extras.eos_token_id}});
   result.files.push_back("config.json");

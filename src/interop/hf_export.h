@@ -6,7 +6,8 @@
 //                                  moe4d's end-of-document id, the padded vocab_size kept and the
 //                                  tokenizer's real size as tokenizer_vocab_size
 //   generation_config.json         eos_token_id (HF's default 2 would be wrong for moe4d tokenizers)
-//   model.safetensors              F32, metadata {"format": "pt"}; above max_shard_bytes instead
+//   model.safetensors              F32 (or BF16 with dtype kBF16), metadata {"format": "pt"}; above
+//                                  max_shard_bytes instead
 //   model-0000i-of-0000N.safetensors + model.safetensors.index.json (as save_pretrained shards)
 //   tokenizer.model + tokenizer_config.json   for a sentencepiece tokenizer (LlamaTokenizer, no BOS
 //                                  added, eos_token = the end-of-document piece);
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "core/tensor.h"
 #include "interop/hf_architecture.h"
 
 namespace moe4d {
@@ -35,6 +37,7 @@ struct HfExportOptions {
   std::string output_dir;  // must not exist, or be empty
   uint64_t max_shard_bytes = 5'000'000'000;  // save_pretrained's default max_shard_size "5GB"
   std::string tokenizer;   // tokenizer spec; empty: the one the checkpoint's config names
+  DType dtype = DType::kF32;  // kF32 (exact), or kBF16 (rounded to nearest even; config.json torch_dtype bfloat16)
 };
 
 struct HfExportResult {

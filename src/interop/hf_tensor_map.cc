@@ -1,10 +1,11 @@
 // interop/hf_tensor_map.cc — the index maps of interop/hf_tensor_map.h.
 //
 // HF names follow the tensor names of the Hub checkpoints (what transformers' save_pretrained of
-// MixtralForCausalLM / Glm4MoeForCausalLM writes): model.embed_tokens, model.layers.N.{input_layernorm,
-// self_attn.{q,k,v,o}_proj, post_attention_layernorm}, Mixtral's block_sparse_moe.{gate,
-// experts.J.{w1,w2,w3}}, GLM-4-MoE's mlp.{gate, gate.e_score_correction_bias, experts.J.{gate,up,down}_proj,
-// shared_experts.*} and dense mlp.{gate,up,down}_proj, model.norm, lm_head (absent when tied).
+// MixtralForCausalLM / Glm4MoeForCausalLM / Qwen3(Moe)ForCausalLM writes): model.embed_tokens,
+// model.layers.N.{input_layernorm, self_attn.{q,k,v,o}_proj, self_attn.{q,k}_norm (Qwen3),
+// post_attention_layernorm}, Mixtral's block_sparse_moe.{gate, experts.J.{w1,w2,w3}}, GLM-4-MoE's and
+// Qwen3-MoE's mlp.{gate, experts.J.{gate,up,down}_proj} (GLM-4-MoE also gate.e_score_correction_bias and
+// shared_experts.*) and dense mlp.{gate,up,down}_proj, model.norm, lm_head (absent when tied).
 #include "interop/hf_tensor_map.h"
 
 #include <fmt/format.h>
@@ -120,6 +121,11 @@ void attention_rules(RuleList& rules, const ModelConfig& m, int layer) {
   projection("q_proj", 0, heads, true);
   projection("k_proj", 1, kv, true);
   projection("v_proj", 2, kv, false);
+  if (m.qk_norm) {  // Qwen3: weights over a head's rows, which HF orders by rotate_half pairs like q/k
+    for (const char* which : {"q_norm", "k_norm"})
+      rules.add(hf + "self_attn." + which + ".weight", {hd}, ours + "attn." + which + ".weight",
+                [hd](int64_t, int64_t c) { return pair_of(c, hd); });
+  }
   rules.transpose(hf + "self_attn.o_proj.weight", ours + "attn.out.weight");
   rules.copy(hf + "post_attention_layernorm.weight", ours + "ffn_norm.weight");
 }
@@ -164,13 +170,14 @@ std::vector<HfTensorRule> hf_tensor_rules(const ModelConfig& m, HfArchitecture a
       continue;
     }
     rules.transpose(mlp + "gate.weight", ours + "moe.router.weight");
-    rules.add_bias(mlp + "gate.e_score_correction_bias", E, l);
+    if (arch == HfArchitecture::kGlm4Moe) rules.add_bias(mlp + "gate.e_score_correction_bias", E, l);
     for (int e = 0; e < E; ++e) {
       const std::string expert = fmt::format("{}experts.{}.", mlp, e);
       rules.expert_transpose(expert + "gate_proj.weight", ours + "moe.experts.w1", e);
       rules.expert_transpose(expert + "up_proj.weight", ours + "moe.experts.w3", e);
       rules.expert_transpose(expert + "down_proj.weight", ours + "moe.experts.w2", e);
     }
+    if (arch != HfArchitecture::kGlm4Moe) continue;  // Qwen3-MoE: no shared expert
     const std::string shared = mlp + "shared_experts.";
     if (m.shared_ffn() > 0) {
       rules.transpose(shared + "gate_proj.weight", ours + "moe.shared.w1.weight");

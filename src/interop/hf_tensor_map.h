@@ -9,7 +9,8 @@
 //     (rotate_half). Row i of an HF q/k head is column 2i of moe4d's head for i < hd/2 and column
 //     2(i - hd/2) + 1 above, the same permutation as transformers' convert_llama_weights_to_hf.py
 //     `permute`. Both q and k move alike, so every attention score is unchanged; v is not rotated
-//     and keeps its order.
+//     and keeps its order. Qwen3's q_norm / k_norm weights (over a head's elements, before RoPE)
+//     move with the rows: HF element i is moe4d element pair_of(i).
 //   * The aux-loss-free router bias lives in state.json (router_bias), not in model.safetensors; it
 //     becomes GLM-4-MoE's mlp.gate.e_score_correction_bias (float32).
 #pragma once

@@ -16,6 +16,7 @@ struct AttentionSaved {
   float* qkv;    // [B x full_seq, local_kv_heads, g + 2, head_dim] after RoPE (all CP ranks' rows)
   float* probs;  // [B, local_heads, full_seq, full_seq]; null under selective recompute
   float* attn;   // [T, local_d]
+  const void* qk_norm;  // QkNorm's saved state (null without model.qk_layernorm)
 };
 constexpr GemmLabels kQkvLabels{"attention input (attn_norm output)", "attention q/k/v projection"};
 constexpr GemmLabels kOutLabels{"attention core output", "attention output"};
@@ -33,11 +34,12 @@ AttentionBlock::AttentionBlock(int layer, const ModelConfig& model, const Parall
                  .weight_decay = false, .tp_replicated = true, .layer = layer};
   ParamInfo qkv{.name = prefix + "attn.qkv.weight", .global_shape = {d, model.qkv_width()}, .shards = {{1, tp, tp_rank}},
                 .layer = layer};
-  ParamInfo out{.name = prefix + "attn.out.weight", .global_shape = {d, d}, .shards = {{0, tp, tp_rank}},
+  ParamInfo out{.name = prefix + "attn.out.weight", .global_shape = {model.attn_width(), d}, .shards = {{0, tp, tp_rank}},
                 .init_std = 0.02f / std::sqrt(2.0f * model.num_layers), .layer = layer};
   norm_id_ = params.add(norm);
   qkv_id_ = params.add(qkv);
   out_id_ = params.add(out);
+  qk_norm_ = QkNorm(layer, model, params);
 }
 
 void* AttentionBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) const {
@@ -60,6 +62,7 @@ void* AttentionBlock::forward(const float* x_in, float* x_out, BlockContext& ctx
   const float* xn = sp_norm_forward(ctx, s->xn, s->rstd, x_in, norm_id_, d);
   float* qkv = cp ? ctx.scratch.alloc_f32(size_t(T) * lqkv) : s->qkv;
   block_matmul_forward(ctx, {.labels = kQkvLabels, .weight_id = qkv_id_}, qkv, xn, T, d, lqkv);
+  s->qk_norm = qk_norm_.forward(qkv, T, local_heads_, local_kv_heads_, keep, ctx);  // per token: the rank's rows
   if (cp) cp_gather_sequence(ctx, qkv, s->qkv, lqkv);
   ctx.backend().rope_forward(s->qkv, ctx.rope, ctx.batch, local_heads_, local_kv_heads_);
   float* attn = cp ? ctx.scratch.alloc_f32(size_t(ctx.batch) * S * ld) : s->attn;
@@ -111,6 +114,7 @@ void AttentionBlock::backward(float* dx, const float* x_in, const void* saved, B
     cp_reduce_scatter_sequence(ctx, dqkv, mine, lqkv);
     dqkv = mine;
   }
+  qk_norm_.backward(dqkv, T, local_heads_, local_kv_heads_, s->qk_norm, ctx);
   float* dxn = ctx.scratch.alloc_f32(size_t(T) * d);
   block_matmul_backward(ctx, {.labels = kQkvLabels, .weight_id = qkv_id_}, dxn, dqkv, xn, T, d, lqkv, false);
   // Column-parallel W_qkv: the input gradient is a partial sum over TP ranks (reduce-scattered along

@@ -3,21 +3,24 @@
 //
 // W_qkv [d, (h + 2 kvh) * head_dim] has its columns grouped by KV head (kernels/attention.h):
 // for KV group j in 0..kvh-1, the g = h / kvh query heads j*g .. j*g+g-1, then key head j, then
-// value head j, each head_dim columns. kvh == h is today's [d, 3d] layout [head][q, k, v]. It is
+// value head j, each head_dim columns (model.head_dim; hidden_size / h by default). kvh == h is today's
+// [d, 3d] layout [head][q, k, v]. It is
 // column-parallel: TP rank r holds groups r*kvh/tp .. (r+1)*kvh/tp - 1, i.e. its own query heads
 // and the KV heads they read, one contiguous column block (num_kv_heads % tp == 0). W_o [h * head_dim,
-// d] = [d, d] is row-parallel; the partial outputs are summed over the TP group in forward and the
+// d] is row-parallel; the partial outputs are summed over the TP group in forward and the
 // partial input gradients in backward.
 #pragma once
 
 #include "model/block_context.h"
 #include "model/kv_cache.h"
+#include "model/qk_norm.h"
 
 namespace moe4d {
 
 class AttentionBlock {
  public:
-  // Registers this layer's parameters (layers.<layer>.attn_norm.weight, .attn.qkv.weight, .attn.out.weight).
+  // Registers this layer's parameters (layers.<layer>.attn_norm.weight, .attn.qkv.weight, .attn.out.weight,
+  // and with model.qk_layernorm .attn.q_norm.weight, .attn.k_norm.weight).
   AttentionBlock(int layer, const ModelConfig& model, const ParallelContext& pc, ParamStore& params);
 
   // x_out[T, d] = x_in + attention(x_in). Returns the saved state for backward (lives in ctx.saved);
@@ -39,6 +42,7 @@ class AttentionBlock {
   int local_kv_heads_;
   int head_dim_;
   int hidden_;
+  QkNorm qk_norm_;  // model.qk_layernorm (model/qk_norm.h); a no-op without it
 };
 
 }  // namespace moe4d

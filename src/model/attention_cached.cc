@@ -32,6 +32,7 @@ void AttentionBlock::forward_cached(const float* x_in, float* x_out, KvCache& ca
   float* scores = ctx.scratch.alloc_f32(size_t(start + n));
   backend.rmsnorm_forward(xn, rstd, x_in, ctx.params.value(norm_id_), n, d, float(ctx.model.norm_eps));
   block_matmul_forward(ctx, {.labels = kQkvLabels, .weight_id = qkv_id_}, qkv, xn, n, d, lqkv);
+  qk_norm_.forward(qkv, n, heads, kv, ctx.scratch, ctx);
   backend.rope_forward_at(qkv, ctx.rope, start, n, heads, kv);
   // The new tokens' keys and values into the cache: group-major columns (kernels/attention.h), so
   // KV head j of token t is row t * kv + j of pitch (group + 2) heads, at slot group (key) and group + 1.

@@ -2,7 +2,7 @@
 //
 // Per token: 6 x (weights of the matmuls the token passes through: attention QKV + output, the dense
 // FFN or its top_k experts plus the shared experts, the router, the head) + 6 x layers x seq x
-// hidden for causal attention (scores and weighted sum over on average seq/2 positions, forward 2
+// h head_dim (the hidden size unless model.head_dim says otherwise) for causal attention (scores and weighted sum over on average seq/2 positions, forward 2
 // GEMMs x 2 FLOP, backward twice that; grouped-query attention does not change these, only the
 // width of the QKV projection). This is the convention of the issue that introduced it and of
 // Megatron's MFU accounting. Multi-head latent attention (model.kv_lora_rank) counts its five
@@ -15,7 +15,7 @@ namespace moe4d {
 
 // Training FLOPs of one layer's causal attention core per token (scores and weighted sum).
 inline double attention_core_flops_per_token(const ModelConfig& m) {
-  if (!m.is_mla()) return 6.0 * m.seq_length * m.hidden_size;
+  if (!m.is_mla()) return 6.0 * m.seq_length * m.attn_width();
   return 3.0 * m.seq_length * m.num_heads * (m.mla.qk_head_dim() + m.mla.v_head_dim);
 }
 

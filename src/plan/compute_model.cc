@@ -162,7 +162,7 @@ double model_forward_flops_per_sequence(const ModelConfig& model, int seq_length
   const double n_dense = model.num_layers - n_moe;
   // The attention core per head: scores over q/k's width, the weighted sum over v's.
   const double core = model.is_mla() ? 2 * s * s * model.num_heads * (model.mla.qk_head_dim() + model.mla.v_head_dim)
-                                     : 2 * s * s * d * 2;
+                                     : 2 * s * s * model.attn_width() * 2;
   double flops = model.num_layers *
                  (2 * s * (model.attention_sharded_weights() + model.attention_replicated_weights()) + core);
   flops += n_moe * (2 * s * d * model.moe.num_experts + model.moe.top_k * 3 * 2 * s * d * fe +

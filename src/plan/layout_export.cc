@@ -2,6 +2,7 @@
 #include "plan/layout_export.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -23,6 +24,11 @@ const char* py_bool(bool value) { return value ? "True" : "False"; }
 // characters megatron/training/arguments.py _eval_pattern admits — whose length is the layer count.
 std::string megatron_layer_pattern(const ModelConfig& m) {
   const int64_t freq = m.moe.layer_freq;
+  if (!m.moe.dense_layers.empty()) {  // model.moe.dense_layers: the whole list, one digit per layer
+    std::string list;
+    for (int l = 0; l < m.num_layers; ++l) list += fmt::format("{}{}", l ? "," : "", m.is_moe_layer(l) ? 1 : 0);
+    return fmt::format("\"[{}]\"", list);
+  }
   if (m.moe.first_dense_layers == 0 && freq == 1) return "1";
   const int64_t first = m.moe.first_dense_layers;
   const int64_t j0 = first + (freq - 1 - first % freq + freq) % freq;  // the first MoE layer
@@ -138,6 +144,9 @@ std::string export_mindformers(const PlanContext& ctx, const Layout& l) {
   if (m.is_moe() && m.moe.layer_freq > 1)
     out += fmt::format("# moe.layer_freq {}: MindFormers' moe_config has no layer frequency; set the model's own MoE layer list.\n",
                        m.moe.layer_freq);
+  if (m.is_moe() && !m.moe.dense_layers.empty())
+    out += fmt::format("# moe.dense_layers {}: set the model's mlp_only_layers (Qwen3-MoE-style models) to them.\n",
+                       fmt::join(m.moe.dense_layers, ", "));
   if (m.is_moe() && m.moe.first_dense_layers > 0)
     out += fmt::format("# moe.first_dense_layers {}: set the model's first_k_dense_replace (DeepSeek-style models) to it.\n",
                        m.moe.first_dense_layers);
@@ -220,8 +229,14 @@ std::string export_mindformers(const PlanContext& ctx, const Layout& l) {
       out += fmt::format("  shared_expert_num: {}\n", m.shared_ffn() / m.expert_ffn());
     out += "  routing_policy: TopkRouterV1\n";
   }
+  // model.model_config (the keys of MindFormers' mcore-style Qwen3 configs, e.g. configs/qwen3/
+  // pretrain_qwen3_32b_4k.yaml): the head width where it is not hidden_size / heads, q/k RMSNorm.
+  std::string model_config;
   if (l.schedule == PipelineSchedule::kInterleaved)
-    out += fmt::format("model:\n  model_config:\n    pp_interleave_num: {}\n", l.virtual_stages);
+    model_config += fmt::format("    pp_interleave_num: {}\n", l.virtual_stages);
+  if (m.head_size > 0) model_config += fmt::format("    head_dim: {}\n", m.head_dim());
+  if (m.qk_norm) model_config += "    qk_layernorm: True\n";
+  if (!model_config.empty()) out += "model:\n  model_config:\n" + model_config;
   out += "recompute_config:\n";
   out += fmt::format("  recompute: {}\n", py_bool(l.recompute == RecomputeGranularity::kFull));
   out += fmt::format("  select_recompute: {}\n", py_bool(l.recompute == RecomputeGranularity::kSelective));
@@ -330,6 +345,12 @@ std::string export_megatron(const PlanContext& ctx, const Layout& l, const std::
   arg("--hidden-size", std::to_string(m.hidden_size));
   arg("--ffn-hidden-size", std::to_string(m.ffn_hidden_size));
   arg("--num-attention-heads", std::to_string(m.num_heads));
+  // --kv-channels: the head width where it is not hidden_size / num_heads (arguments.py defaults it to that).
+  if (m.head_size > 0 && (m.hidden_size % m.num_heads != 0 || m.head_size != m.hidden_size / m.num_heads))
+    arg("--kv-channels", std::to_string(m.head_dim()));
+  // TransformerConfig.qk_layernorm: a norm of --normalization (RMSNorm) over each head's kv_channels
+  // elements of q and k before RoPE (megatron/core/transformer/attention.py), as model.qk_layernorm.
+  if (m.qk_norm) arg("--qk-layernorm");
   if (m.kv_heads() != m.num_heads) {
     arg("--group-query-attention");
     arg("--num-query-groups", std::to_string(m.kv_heads()));

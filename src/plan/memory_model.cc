@@ -48,7 +48,7 @@ LayerActivations layer_activations(const ModelConfig& m, const TrainingSetup& se
   // MLA (model/mla_block.cc) keeps its latents for all tokens on every TP rank — q_a's output and its
   // norm, kv_a's output, its latent part and that part's norm — and its heads [q; k; v] padded to
   // max(qk_nope + qk_rope, v_head_dim) each.
-  double qkv_width = m.qkv_width() / t, core_out = d / t;
+  double qkv_width = m.qkv_width() / t, core_out = m.attn_width() / t;
   if (m.is_mla()) {
     const MlaConfig& mla = m.mla;
     const double head = std::max(mla.qk_head_dim(), mla.v_head_dim);
@@ -59,6 +59,7 @@ LayerActivations layer_activations(const ModelConfig& m, const TrainingSetup& se
   double attention = tokens * d * a / shard                      // layer input
                      + (tokens * f32 + tokens * d * a) / shard   // norm rstd + normed input
                      + qkv_tokens * qkv_width * a                // qkv (h + 2 kvh heads; MLA above)
+                     + (m.qk_norm ? tokens * (m.num_heads + m.kv_heads()) / t * (m.head_dim() * a + f32) : 0)  // q/k before their norms, rstd
                      + out.probs                                 // softmax probabilities
                      + tokens * core_out * a                     // attention output before W_o
                      + tokens * d * a / shard                    // residual after attention
@@ -139,7 +140,7 @@ MemoryBreakdown stage_memory(const ModelConfig& m, const TrainingSetup& setup, c
     // stage, as many whole buckets as a range of its length can touch — plus zero3_prefetch_buckets
     // per group gathered ahead (train/zero_param_gatherer.h), never more than the whole stage.
     const double d = m.hidden_size, t = layout.tp;
-    double read = std::max(d * m.qkv_width() / t, d * d / t);
+    double read = std::max(d * m.qkv_width() / t, d * m.attn_width() / t);
     if (m.is_mla()) {  // MLA's weights one by one; q_a and kv_a are whole on every TP rank
       const MlaConfig& a = m.mla;
       const double h = m.num_heads, q_in = a.q_lora_rank > 0 ? a.q_lora_rank : d;

@@ -36,7 +36,8 @@ TrainingSetup make_setup(int64_t global_batch, int seq) {
 }  // namespace
 
 std::vector<std::string> model_preset_names() {
-  return {"moe-120b", "dense-70b", "mixtral-8x7b", "deepseek-moe-16b", "deepseek-v3-like", "moe-1t"};
+  return {"moe-120b",        "dense-70b",       "mixtral-8x7b", "deepseek-moe-16b",
+          "deepseek-v3-like", "qwen3-30b-a3b",   "qwen3-235b-a22b", "moe-1t"};
 }
 
 bool is_model_preset(const std::string& name) {
@@ -84,6 +85,25 @@ ModelPreset model_preset(const std::string& name) {
     p.description = "DeepSeek-V3 proportions: 256 experts of 2048, top-8, 60 layers (no MLA, no shared expert)";
     p.model = make_model(129280, 7168, 60, 128, 2048, 4096, 256, 8, 1);
     p.setup = make_setup(15360, 4096);
+  } else if (name == "qwen3-30b-a3b" || name == "qwen3-235b-a22b") {
+    // Qwen3-30B-A3B / Qwen3-235B-A22B's config.json: every layer MoE (decoder_sparse_step 1, no
+    // mlp_only_layers), 128 experts top-8 renormalised (norm_topk_prob true), no shared expert, GQA on 4
+    // KV heads of head_dim 128 (num_heads x 128 != hidden_size) with q/k RMSNorm, rope_theta 1e6, eps
+    // 1e-6, untied -> 30.5B / 3.3B active and 235B / 22B active.
+    const bool big = name == "qwen3-235b-a22b";
+    p.description = big ? "Qwen3-235B-A22B: 94 layers, 128 experts of 1536 top-8, 64 heads x 128 on 4 KV heads, q/k norm"
+                        : "Qwen3-30B-A3B: 48 layers, 128 experts of 768 top-8, 32 heads x 128 on 4 KV heads, q/k norm";
+    p.model = big ? make_model(151936, 4096, 94, 64, 12288, 4096, 128, 8, 1)
+                  : make_model(151936, 2048, 48, 32, 6144, 4096, 128, 8, 1);
+    p.model.num_kv_heads = 4;
+    p.model.head_size = 128;
+    p.model.qk_norm = true;
+    p.model.moe.expert_ffn_hidden_size = big ? 1536 : 768;
+    p.model.rope_theta = 1e6;
+    p.model.norm_eps = 1e-6;
+    p.model.moe.aux_loss_coeff = 0.001;  // Qwen3MoeConfig's router_aux_loss_coef
+    // 4M-token batches of 4K sequences (the report gives no batch size; a template value).
+    p.setup = make_setup(1024, 4096);
   } else if (name == "moe-1t") {
     p.description = "a 1.05T-parameter MoE: 64 experts of 6656, top-2, 64 layers";
     p.model = make_model(65536, 12288, 64, 96, 6656, 4096, 64, 2, 1);

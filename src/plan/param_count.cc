@@ -13,7 +13,13 @@ int64_t moe_layers_in(const ModelConfig& m, int64_t first, int64_t last) {
   const int64_t r = freq - 1;
   // Layers l in [0, x] with l % freq == r.
   auto upto = [&](int64_t x) -> int64_t { return x < r ? 0 : (x - r) / freq + 1; };
-  return upto(last - 1) - upto(first - 1);
+  int64_t n = upto(last - 1) - upto(first - 1);
+  // model.moe.dense_layers (listed once each) removes the MoE layers it names.
+  std::vector<int> listed = m.moe.dense_layers;
+  std::sort(listed.begin(), listed.end());
+  listed.erase(std::unique(listed.begin(), listed.end()), listed.end());
+  for (int l : listed) n -= l >= first && l < last && l % freq == r;
+  return n;
 }
 
 ModelParamCount count_model_params(const ModelConfig& m) {
@@ -26,7 +32,7 @@ ModelParamCount count_model_params(const ModelConfig& m) {
   const double n_dense = m.num_layers - n_moe;
   ModelParamCount c;
   c.attention = m.num_layers * (m.attention_sharded_weights() + m.attention_replicated_weights());
-  c.norms = m.num_layers * (2 * d + m.attention_latent_norm_weights()) + d;
+  c.norms = m.num_layers * (2 * d + m.attention_latent_norm_weights() + (m.qk_norm ? 2.0 * m.head_dim() : 0.0)) + d;
   c.routers = n_moe * d * e;
   c.experts = n_moe * e * 3 * d * fe;
   c.shared_experts = n_moe * 3 * d * m.shared_ffn();
@@ -48,9 +54,9 @@ StageParams stage_params(const ModelConfig& m, const Layout& layout, int stage) 
   const int chunks = layout.virtual_stages;
   const int per_chunk = m.num_layers / (layout.pp * chunks);
   StageParams s;
-  // MLA's down-projections and latent norms are held whole by every TP rank.
-  const double attention =
-      m.attention_sharded_weights() / t + m.attention_replicated_weights() + m.attention_latent_norm_weights() + 2 * d;
+  // MLA's down-projections and latent norms are held whole by every TP rank, as are the q/k norms.
+  const double attention = m.attention_sharded_weights() / t + m.attention_replicated_weights() +
+                           m.attention_latent_norm_weights() + 2 * d + (m.qk_norm ? 2.0 * m.head_dim() : 0.0);
   const double dense_layer = attention + 3 * d * f / t;
   const double moe_dense = attention + d * m.moe.num_experts + 3 * d * m.shared_ffn() / t;
   const double moe_experts = e_local * 3 * d * fe / t;

@@ -1,5 +1,6 @@
 // plan/plan_report_text.cc — the text forms of the planner's output.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 
@@ -80,16 +81,19 @@ std::string format_context(const PlanContext& ctx) {
   std::string model = fmt::format("model {}: {} parameters ({} dense + {} experts, {} active per token), d {}, {} layers, {} heads",
                                   ctx.model_name, count_text(p.total()), count_text(p.dense()), count_text(p.experts),
                                   count_text(p.active), m.hidden_size, m.num_layers, m.num_heads);
+  if (m.head_size > 0) model += fmt::format(" of head_dim {}", m.head_dim());
   if (m.kv_heads() != m.num_heads) model += fmt::format(" on {} KV heads", m.kv_heads());
   if (m.is_mla())
     model += fmt::format(" of multi-latent attention (q_lora {}, kv_lora {}, qk {} + {} rope, v {})", m.mla.q_lora_rank,
                          m.mla.kv_lora_rank, m.mla.qk_nope_head_dim, m.mla.qk_rope_head_dim, m.mla.v_head_dim);
+  if (m.qk_norm) model += " (q/k norm)";
   if (m.is_moe()) {
     model += fmt::format(", {} experts top-{}", m.moe.num_experts, m.moe.top_k);
     if (m.expert_ffn() != m.ffn_hidden_size) model += fmt::format(" of width {}", m.expert_ffn());
     if (m.moe.shared_experts > 0) model += fmt::format(" + {} shared", m.moe.shared_experts);
     if (m.moe.first_dense_layers == 1) model += ", layer 0 dense";
     if (m.moe.first_dense_layers > 1) model += fmt::format(", layers 0-{} dense", m.moe.first_dense_layers - 1);
+    if (!m.moe.dense_layers.empty()) model += fmt::format(", dense layers {}", fmt::join(m.moe.dense_layers, ","));
   }
   const ClusterSpec& c = ctx.cluster;
   return fmt::format(

@@ -48,7 +48,17 @@ struct Resolved {
 
 Resolved resolve(const PlanRequest& request) {
   Resolved r;
-  const PlanModel model = load_plan_model(request.model);
+  PlanModel model;
+  if (request.hf_model) {
+    model.name = request.model;
+    model.model = *request.hf_model;
+    model.setup.seq_length = std::min(model.model.seq_length, 4096);
+    model.model.seq_length = model.setup.seq_length;
+    model.setup.global_batch = 1024;
+    model.setup.precision = Precision::kBF16;
+  } else {
+    model = load_plan_model(request.model);
+  }
   r.config = model.config;
   r.ctx.model_name = model.name;
   r.ctx.model = model.model;

@@ -25,7 +25,10 @@
 namespace moe4d {
 
 struct PlanRequest {
-  std::string model;    // preset name or moe4d config path
+  std::string model;    // preset name or moe4d config path (or, with hf_model, a config.json's path)
+  // The model of a Hugging Face config.json (read by the CLI with interop/hf_architecture.h, which the
+  // planner does not depend on); the setup is then a 1024-sequence batch of min(seq_length, 4096), bf16.
+  std::optional<ModelConfig> hf_model;
   std::string cluster;  // preset name or cluster YAML path
   std::optional<int64_t> global_batch;
   std::optional<int> seq_length;

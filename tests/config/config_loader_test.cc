@@ -43,6 +43,8 @@ constexpr const char* kFull = R"(model:
   num_kv_heads: 4
   rope_theta: 1.0e6
   norm_eps: 1.0e-6
+  head_dim: 40
+  qk_layernorm: true
   moe:
     num_experts: 8
     top_k: 1
@@ -53,6 +55,7 @@ constexpr const char* kFull = R"(model:
     router_bias_update_rate: 0.003
     a2a_chunks: 2
     first_dense_layers: 1
+    dense_layers: [3]
     expert_ffn_hidden_size: 352
     shared_experts: 2
     shared_expert_ffn_hidden_size: 176
@@ -158,7 +161,9 @@ TEST(ConfigLoader, FullConfigParsesEveryField) {
   EXPECT_EQ(c.checkpoint.format, CheckpointFormat::kSharded);
   EXPECT_TRUE(c.checkpoint.async);
   EXPECT_EQ(c.model.num_kv_heads, 4);
-  EXPECT_EQ(c.model.qkv_width(), (8 + 2 * 4) * 32);
+  EXPECT_EQ(c.model.qkv_width(), (8 + 2 * 4) * 40);
+  EXPECT_EQ(c.model.attn_width(), 8 * 40);
+  EXPECT_TRUE(c.model.qk_norm);
   EXPECT_EQ(c.model.rope_theta, 1e6);
   EXPECT_EQ(c.model.norm_eps, 1e-6);
   EXPECT_EQ(c.model.moe.first_dense_layers, 1);
@@ -166,8 +171,8 @@ TEST(ConfigLoader, FullConfigParsesEveryField) {
   EXPECT_EQ(c.model.shared_ffn(), 2 * 176);
   EXPECT_EQ(c.model.moe.score_function, RouterScore::kSigmoid);
   EXPECT_FALSE(c.model.moe.normalize_top_k);
-  // first_dense_layers 1, then layer_freq 2 on the absolute index: layers 1, 3, 5 are MoE.
-  for (int l = 0; l < 6; ++l) EXPECT_EQ(c.model.is_moe_layer(l), l % 2 == 1) << l;
+  // first_dense_layers 1, then layer_freq 2 on the absolute index: layers 1, 3, 5, less dense_layers [3].
+  for (int l = 0; l < 6; ++l) EXPECT_EQ(c.model.is_moe_layer(l), l == 1 || l == 5) << l;
 }
 
 TEST(ConfigErrors, ExpertReplicationKeys) {
@@ -218,6 +223,25 @@ TEST(ConfigErrors, GroupLimitedRoutingKeys) {
   EXPECT_EQ(c.model.moe.group_topk, 2);
   EXPECT_EQ(c.model.moe.routed_scaling_factor, 2.5);
   EXPECT_EQ(c.model.moe.load_balancing_type, LoadBalancing::kSeqAuxLoss);
+}
+
+TEST(ConfigErrors, QwenAttentionAndDenseLayerKeys) {
+  const std::string moe = "  seq_length: 32\n  moe:\n    num_experts: 4\n";
+  const auto with = [&](const std::string& keys) { return minimal_with("  seq_length: 32\n", moe + keys); };
+  EXPECT_EQ(error_of(with("    dense_layers: [0, 2]\n")),
+            "demo.yaml:10: model.moe.dense_layers[1]: expected a layer index in [0, num_layers = 2), got '2'");
+  EXPECT_EQ(error_of(with("    dense_layers: [1, 0]\n")),
+            "demo.yaml:10: model.moe.dense_layers: lists every MoE layer, expected at least one layer to stay MoE");
+  EXPECT_EQ(error_of(minimal_with("  seq_length: 32\n", "  seq_length: 32\n  head_dim: 7\n")),
+            "demo.yaml:8: model.head_dim: expected an even head dimension (RoPE rotates pairs), got '7'");
+  // An explicit head_dim frees num_heads from dividing hidden_size (64 / 3).
+  const Config c = parse_config(
+      minimal_with("  num_heads: 4\n", "  num_heads: 3\n  head_dim: 32\n  qk_layernorm: true\n"), "qwen.yaml");
+  EXPECT_EQ(c.model.attn_width(), 96);
+  EXPECT_EQ(c.model.qkv_width(), 9 * 32);
+  EXPECT_TRUE(c.model.qk_norm);
+  EXPECT_NE(error_of(minimal_with("  num_heads: 4\n", "  num_heads: 3\n")).find("does not divide hidden_size 64"),
+            std::string::npos);
 }
 
 TEST(ConfigLoader, ModelOptionDefaultsAreTheReferenceModel) {
@@ -407,12 +431,13 @@ TEST(ConfigErrors, UnknownKeyAtThreeLevels) {
   EXPECT_EQ(error_of(minimal_with("  seq_length: 32\n", "  seq_length: 32\n  num_kv_head: 2\n")),
             "demo.yaml:8: model.num_kv_head: unknown key (expected one of: vocab_size, hidden_size, num_layers, "
             "num_heads, ffn_hidden_size, seq_length, tie_embeddings, num_kv_heads, rope_theta, q_lora_rank, "
-            "kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, rope_scaling, norm_eps, moe)");
+            "kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, rope_scaling, norm_eps, head_dim, "
+            "qk_layernorm, moe)");
   EXPECT_EQ(error_of(minimal_with("  seq_length: 32\n", "  seq_length: 32\n  moe:\n    num_experts: 4\n"
                                                        "    topk: 2\n")),
             "demo.yaml:10: model.moe.topk: unknown key (expected one of: num_experts, top_k, layer_freq, "
             "capacity_factor, aux_loss_coeff, z_loss_coeff, router_bias_update_rate, a2a_chunks, "
-            "first_dense_layers, expert_ffn_hidden_size, shared_experts, shared_expert_ffn_hidden_size, "
+            "first_dense_layers, dense_layers, expert_ffn_hidden_size, shared_experts, shared_expert_ffn_hidden_size, "
             "score_function, normalize_top_k, num_groups, group_topk, routed_scaling_factor, load_balancing_type, "
             "redundant_experts, rebalance_interval)");
 }

@@ -1,14 +1,20 @@
 """An independent forward pass of the Hugging Face architectures moe4d exports to.
 
-Written from the semantics of transformers' modeling_mixtral.py (MixtralForCausalLM) and
-modeling_glm4_moe.py (Glm4MoeForCausalLM), not from moe4d's code: nn.Linear weights [out, in],
+Written from the semantics of transformers' modeling_mixtral.py (MixtralForCausalLM),
+modeling_glm4_moe.py (Glm4MoeForCausalLM), modeling_qwen3_moe.py (Qwen3MoeForCausalLM) and
+modeling_qwen3.py (Qwen3ForCausalLM), not from moe4d's code: nn.Linear weights [out, in],
 RMSNorm x * rsqrt(mean(x^2) + eps) * w, RoPE by rotate_half with inv_freq = theta^(-2i/head_dim)
 and absolute positions, grouped-query attention by repeat_kv (query head h reads key/value head
 h // (heads / kv_heads)), causal softmax attention scaled by head_dim^-0.5, Mixtral's softmax router
 (top-k, renormalised), GLM-4-MoE's sigmoid router (selection by score + e_score_correction_bias,
 among the topk_group of n_group expert groups with the best top-2 sums, weights = scores of the
 picks, optionally renormalised, times routed_scaling_factor) plus its shared experts, and its
-first_k_dense_replace dense layers. Computed in float64 as a reference.
+first_k_dense_replace dense layers; Qwen3's q_norm / k_norm (an RMSNorm over each
+head's head_dim elements of q and k, after the projection and before RoPE), head_dim from config.json
+(num_heads * head_dim may differ from hidden_size), Qwen3-MoE's softmax router (top-k of the softmax
+over all experts, renormalised only with norm_topk_prob), sparse layers where (l + 1) %
+decoder_sparse_step == 0 and l is not in mlp_only_layers, else a dense MLP of intermediate_size.
+Computed in float64 as a reference.
 
 The folder is read with a few lines of Python (no safetensors package): 8-byte little-endian
 header length, JSON header, raw little-endian data.
@@ -84,13 +90,15 @@ class HfReference:
         self.config, self.t = load_folder(folder)
         c = self.config
         self.arch = c["architectures"][0]
-        assert self.arch in ("MixtralForCausalLM", "Glm4MoeForCausalLM"), self.arch
+        assert self.arch in ("MixtralForCausalLM", "Glm4MoeForCausalLM", "Qwen3MoeForCausalLM",
+                             "Qwen3ForCausalLM"), self.arch
+        self.qwen = self.arch.startswith("Qwen3")
         self.heads = c["num_attention_heads"]
         self.kv_heads = c.get("num_key_value_heads") or self.heads
         self.head_dim = c.get("head_dim") or c["hidden_size"] // self.heads
         self.eps = c["rms_norm_eps"]
         self.theta = c["rope_theta"]
-        self.top_k = c["num_experts_per_tok"]
+        self.top_k = c.get("num_experts_per_tok")
         self.rotate = rotate_half
         if self.arch == "Glm4MoeForCausalLM":
             assert c.get("partial_rotary_factor", 0.5) == 1.0 and not c.get("use_qk_norm", False)
@@ -102,6 +110,9 @@ class HfReference:
         q = (x @ self.t[p + "q_proj.weight"].T).view(S, H, hd).transpose(0, 1)
         k = (x @ self.t[p + "k_proj.weight"].T).view(S, KV, hd).transpose(0, 1)
         v = (x @ self.t[p + "v_proj.weight"].T).view(S, KV, hd).transpose(0, 1)
+        if self.qwen:  # per-head RMSNorm over head_dim, before RoPE
+            q = rms_norm(q, self.t[p + "q_norm.weight"], self.eps)
+            k = rms_norm(k, self.t[p + "k_norm.weight"], self.eps)
         inv_freq = 1.0 / (self.theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
         freqs = torch.arange(S, dtype=torch.float64)[:, None] * inv_freq[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
@@ -120,20 +131,35 @@ class HfReference:
         out = torch.softmax(scores, dim=-1) @ v
         return out.transpose(0, 1).reshape(S, H * hd) @ self.t[p + "o_proj.weight"].T
 
-    def mixtral_moe(self, x, p):
-        logits = x @ self.t[p + "gate.weight"].T
-        probs = torch.softmax(logits, dim=-1)
-        weights, picks = torch.topk(probs, self.top_k, dim=-1)
-        weights = weights / weights.sum(dim=-1, keepdim=True)
+    def routed(self, x, p, picks, weights, names):
+        """Sum over each token's picked experts of weight x SwiGLU expert (names: its gate, up, down)."""
         out = torch.zeros_like(x)
-        for e in range(logits.shape[1]):
+        for e in range(self.t[p + "gate.weight"].shape[0]):
             rows, slot = torch.where(picks == e)
             if rows.numel() == 0:
                 continue
             q = p + f"experts.{e}."
-            y = swiglu(x[rows], self.t[q + "w1.weight"], self.t[q + "w3.weight"], self.t[q + "w2.weight"])
+            y = swiglu(x[rows], *(self.t[q + n + ".weight"] for n in names))
             out.index_add_(0, rows, y * weights[rows, slot, None])
         return out
+
+    def mixtral_moe(self, x, p):
+        probs = torch.softmax(x @ self.t[p + "gate.weight"].T, dim=-1)
+        weights, picks = torch.topk(probs, self.top_k, dim=-1)
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+        return self.routed(x, p, picks, weights, ("w1", "w3", "w2"))
+
+    def qwen3_moe(self, x, p):
+        probs = torch.softmax(x @ self.t[p + "gate.weight"].T, dim=-1)
+        weights, picks = torch.topk(probs, self.top_k, dim=-1)
+        if self.config.get("norm_topk_prob", False):
+            weights = weights / weights.sum(dim=-1, keepdim=True)
+        return self.routed(x, p, picks, weights, ("gate_proj", "up_proj", "down_proj"))
+
+    def qwen3_sparse(self, layer):
+        c = self.config
+        return (self.arch == "Qwen3MoeForCausalLM" and layer not in (c.get("mlp_only_layers") or [])
+                and (layer + 1) % c.get("decoder_sparse_step", 1) == 0)
 
     def glm_moe(self, x, p):
         c = self.config
@@ -152,15 +178,7 @@ class HfReference:
         if c.get("norm_topk_prob", True):
             weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20)
         weights = weights * c.get("routed_scaling_factor", 1.0)
-        out = torch.zeros_like(x)
-        for e in range(scores.shape[1]):
-            rows, slot = torch.where(picks == e)
-            if rows.numel() == 0:
-                continue
-            q = p + f"experts.{e}."
-            y = swiglu(x[rows], self.t[q + "gate_proj.weight"], self.t[q + "up_proj.weight"],
-                       self.t[q + "down_proj.weight"])
-            out.index_add_(0, rows, y * weights[rows, slot, None])
+        out = self.routed(x, p, picks, weights, ("gate_proj", "up_proj", "down_proj"))
         s = p + "shared_experts."
         if c.get("n_shared_experts", 0) > 0:
             out = out + swiglu(x, self.t[s + "gate_proj.weight"], self.t[s + "up_proj.weight"],
@@ -177,7 +195,9 @@ class HfReference:
             h = rms_norm(x, self.t[p + "post_attention_layernorm.weight"], self.eps)
             if self.arch == "MixtralForCausalLM":
                 x = x + self.mixtral_moe(h, p + "block_sparse_moe.")
-            elif l < c.get("first_k_dense_replace", 0):
+            elif self.qwen and self.qwen3_sparse(l):
+                x = x + self.qwen3_moe(h, p + "mlp.")
+            elif self.qwen or l < c.get("first_k_dense_replace", 0):
                 q = p + "mlp."
                 x = x + swiglu(h, self.t[q + "gate_proj.weight"], self.t[q + "up_proj.weight"],
                                self.t[q + "down_proj.weight"])

@@ -6,8 +6,13 @@ usage: hf_reference_test.py MOE4D MPIEXEC WORKDIR VARIANT
   VARIANT mixtral_gqa: GQA, all layers MoE, softmax top-k -> MixtralForCausalLM
           glm_shared:  a dense first layer, shared experts, sigmoid scores + routing bias -> Glm4MoeForCausalLM
           glm_grouped: glm_shared with group-limited routing and a scaling factor -> Glm4MoeForCausalLM
+          qwen3_moe:   q/k norm, head_dim != hidden / heads, mlp_only_layers, softmax top-k not
+                       renormalised -> Qwen3MoeForCausalLM
+          qwen3_dense: q/k norm, head_dim != hidden / heads, tied embeddings, dense -> Qwen3ForCausalLM
 Along the way: generate with and without the KV cache gives the same tokens, eval on 2 MPI ranks
-(EP 2) gives the single-rank loss, and import of the folder gives back the checkpoint's tensors.
+(EP 2, TP 2 for the Qwen3 variants) gives the single-rank loss, import of the folder gives back the
+checkpoint's tensors and its export the folder's tensors bit for bit, and a bf16 export holds the
+fp32 tensors rounded to nearest even.
 Exits 77 (CTest: skipped) without python3-torch.
 """
 import json
@@ -77,8 +82,45 @@ model:
         num_groups: 4, group_topk: 2, routed_scaling_factor: 2.5, load_balancing_type: seq_aux_loss,
         aux_loss_coeff: 0.001, router_bias_update_rate: 0.01}
 """,
+    # Qwen3-MoE: per-head q/k RMSNorm, head_dim 12 (4 heads x 12 = 48 != hidden 32), GQA, layer 1
+    # dense (mlp_only_layers) with ffn_hidden_size, softmax top-2 of 8 fine-grained experts without
+    # renormalisation (Qwen3MoeConfig's norm_topk_prob false), untied.
+    "qwen3_moe": """
+model:
+  vocab_size: 320
+  hidden_size: 32
+  num_layers: 3
+  num_heads: 4
+  num_kv_heads: 2
+  head_dim: 12
+  qk_layernorm: true
+  rope_theta: 1000000.0
+  norm_eps: 1.0e-6
+  ffn_hidden_size: 48
+  seq_length: 48
+  moe: {num_experts: 8, top_k: 2, layer_freq: 1, dense_layers: [1], expert_ffn_hidden_size: 16,
+        normalize_top_k: false, capacity_factor: null, aux_loss_coeff: 0.001}
+""",
+    # Qwen3 (dense): q/k norm, head_dim 16 (4 x 16 = 64 != 32), GQA, tied embeddings.
+    "qwen3_dense": """
+model:
+  vocab_size: 320
+  hidden_size: 32
+  num_layers: 3
+  num_heads: 4
+  num_kv_heads: 2
+  head_dim: 16
+  qk_layernorm: true
+  tie_embeddings: true
+  norm_eps: 1.0e-6
+  ffn_hidden_size: 128
+  seq_length: 48
+""",
 }
-ARCH = {"mixtral_gqa": "MixtralForCausalLM", "glm_shared": "Glm4MoeForCausalLM", "glm_grouped": "Glm4MoeForCausalLM"}
+# The tied dense model needs more steps before its greedy tokens stop repeating one token.
+STEPS = {"qwen3_dense": 200}
+ARCH = {"mixtral_gqa": "MixtralForCausalLM", "glm_shared": "Glm4MoeForCausalLM", "glm_grouped": "Glm4MoeForCausalLM",
+        "qwen3_moe": "Qwen3MoeForCausalLM", "qwen3_dense": "Qwen3ForCausalLM"}
 
 
 def run(cmd, **kw):
@@ -109,7 +151,7 @@ def main():
     with open(f"{work}/model.yaml", "w") as f:
         f.write(MODELS[variant] + f"""
 parallel_config: {{data_parallel: 1}}
-train: {{global_batch_size: 8, steps: 60, lr: 5.0e-3, min_lr: 3.0e-4, warmup_steps: 3, seed: 5, eval_batches: 2}}
+train: {{global_batch_size: 8, steps: {STEPS.get(variant, 60)}, lr: 5.0e-3, min_lr: 3.0e-4, warmup_steps: 3, seed: 5, eval_batches: 2}}
 data: {{train: {work}/data/train.bin, valid: {work}/data/valid.bin, tokenizer: {work}/data/tokenizer.model}}
 checkpoint: {{dir: {work}/ckpt, interval: 0, keep: 1}}
 """)
@@ -120,8 +162,10 @@ checkpoint: {{dir: {work}/ckpt, interval: 0, keep: 1}}
 
     ev = json.loads(run([moe4d, "eval", f"{work}/ckpt", "--data", f"{work}/data/valid.bin", "--batches", "2",
                          "--json"]))
+    qwen = variant.startswith("qwen3")
+    split = ["--tp", "2"] if qwen else ["--ep", "2"]  # Qwen3: TP over heads with the replicated q/k norms
     ev2 = json.loads(run([mpiexec, "--oversubscribe", "--bind-to", "none", "-np", "2", moe4d, "eval", f"{work}/ckpt",
-                          "--data", f"{work}/data/valid.bin", "--batches", "2", "--ep", "2", "--json"]))
+                          "--data", f"{work}/data/valid.bin", "--batches", "2"] + split + ["--json"]))
     prompt = "the quick brown fox"
     gen = json.loads(run([moe4d, "generate", f"{work}/ckpt", "--prompt", prompt, "--temperature", "0",
                           "--tokens", "32", "--json"]))
@@ -147,7 +191,7 @@ checkpoint: {{dir: {work}/ckpt, interval: 0, keep: 1}}
         control_loss = hf_reference.eval_loss(model, tokens, ev["windows"], config["max_position_embeddings"])
         model.rotate = hf_reference.rotate_half
     rel = abs(ev["loss"] - ref_loss) / ref_loss
-    print(f"loss: moe4d eval {ev['loss']:.8f} (EP2 {ev2['loss']:.8f}), reference {ref_loss:.8f}, rel {rel:.2e}")
+    print(f"loss: moe4d eval {ev['loss']:.8f} ({split} {ev2['loss']:.8f}), reference {ref_loss:.8f}, rel {rel:.2e}")
     print(f"greedy moe4d     {gen['ids']}\ngreedy reference {ref_ids}")
     if not rel < 1e-5:
         failures.append(f"eval loss {ev['loss']} vs reference {ref_loss}: relative difference {rel:.2e} >= 1e-5")
@@ -156,7 +200,7 @@ checkpoint: {{dir: {work}/ckpt, interval: 0, keep: 1}}
     if not control > 1e-3:
         failures.append(f"the other RoPE convention gives nearly the same loss (rel {control:.2e}): too weak a check")
     if abs(ev2["loss"] - ev["loss"]) / ev["loss"] >= 1e-5:
-        failures.append(f"eval on EP2 {ev2['loss']} vs single rank {ev['loss']}")
+        failures.append(f"eval on {split} {ev2['loss']} vs single rank {ev['loss']}")
     if gen["ids"] != ref_ids:
         failures.append("greedy tokens differ from the reference")
     if variant in ("glm_shared", "glm_grouped"):
@@ -184,9 +228,37 @@ checkpoint: {{dir: {work}/ckpt, interval: 0, keep: 1}}
     if ev3["loss"] != ev["loss"]:
         failures.append(f"eval of the imported checkpoint {ev3['loss']} != {ev['loss']}")
 
+    # Export of the imported checkpoint gives back the folder's tensors bit for bit (import -> export).
+    run([moe4d, "ckpt", "export", f"{work}/imported", "--format", "hf", f"{work}/hf_again", "--max-shard-size",
+         "40KB"])
+    _, exported = hf_reference.load_folder(f"{work}/hf")
+    _, again = hf_reference.load_folder(f"{work}/hf_again")
+    if set(exported) != set(again):
+        failures.append(f"re-exported tensor names differ: {sorted(set(exported) ^ set(again))}")
+    mismatched = [n for n in exported if n in again and not torch.equal(exported[n], again[n])]
+    if mismatched:
+        failures.append(f"re-exported tensors differ from the first export: {mismatched[:5]}")
+    # bf16 export: each tensor is the fp32 one rounded to nearest even (ties to even), torch_dtype bfloat16.
+    run([moe4d, "ckpt", "export", f"{work}/ckpt", "--format", "hf", f"{work}/hf_bf16", "--dtype", "bf16"])
+    bf16_config, bf16 = hf_reference.load_folder(f"{work}/hf_bf16")
+    if bf16_config.get("torch_dtype") != "bfloat16":
+        failures.append(f"bf16 export: torch_dtype {bf16_config.get('torch_dtype')}")
+    for name, t in exported.items():
+        want = t.to(torch.float32).to(torch.bfloat16).to(torch.float64)
+        if name not in bf16 or not torch.equal(bf16[name], want):
+            failures.append(f"bf16 export: {name} is not the fp32 tensor rounded to bf16")
+            break
+    with torch.no_grad():
+        bf16_loss = hf_reference.eval_loss(hf_reference.HfReference(f"{work}/hf_bf16"), tokens, ev["windows"],
+                                           config["max_position_embeddings"])
+    print(f"bf16 export: reference loss {bf16_loss:.6f} (fp32 {ref_loss:.6f})")
+    if not abs(bf16_loss - ref_loss) / ref_loss < 2e-2:
+        failures.append(f"bf16 export loss {bf16_loss} far from fp32 {ref_loss}")
+
     # train.init_from: training starts from the imported weights (fresh optimizer), in any layout.
     step1 = {}
-    for layout, ranks in (("data_parallel: 1", 1), ("expert_parallel: 2", 2)):
+    for layout, ranks in (("data_parallel: 1", 1),
+                          ("tensor_parallel: 2, sequence_parallel: true" if qwen else "expert_parallel: 2", 2)):
         name = f"init_{ranks}"
         with open(f"{work}/{name}.yaml", "w") as f:
             f.write(MODELS[variant] + f"""
@@ -199,9 +271,9 @@ data: {{train: {work}/data/train.bin, tokenizer: {work}/data/tokenizer.model}}
         run(launcher + [moe4d, "train", f"{work}/{name}.yaml", "--quiet"])
         with open(f"{work}/{name}.jsonl") as f:
             step1[ranks] = json.loads(f.readline())["loss"]
-    print(f"train.init_from step-1 loss: single rank {step1[1]:.6f}, EP2 {step1[2]:.6f}")
+    print(f"train.init_from step-1 loss: single rank {step1[1]:.6f}, 2 ranks {step1[2]:.6f}")
     if abs(step1[1] - step1[2]) / step1[1] >= 1e-5:
-        failures.append(f"train.init_from: EP2 step-1 loss {step1[2]} != single rank {step1[1]}")
+        failures.append(f"train.init_from: 2-rank step-1 loss {step1[2]} != single rank {step1[1]}")
     if not step1[1] < 0.8 * math.log(config["vocab_size"]):  # a fresh model starts near ln(vocab)
         failures.append(f"train.init_from: step-1 loss {step1[1]} is not that of the trained weights")
 

@@ -298,5 +298,92 @@ TEST_F(HfRoundTripTest, ImportRefusesUnsupportedConfig) {
   EXPECT_FALSE(fs::exists(root_ + "/imported/latest"));
 }
 
+// A published-style Qwen3-MoE config.json with most keys absent: transformers' Qwen3MoeConfig
+// defaults fill them (hidden 2048, 24 layers, 32 heads, 4 KV heads, 128 experts top-8 of 768,
+// norm_topk_prob false, eps 1e-6), mlp_only_layers and decoder_sparse_step map to dense_layers and
+// layer_freq; quantized weights and sliding windows are refused with one line.
+TEST(HfQwen3Config, AbsentKeysTakeQwen3MoeConfigDefaults) {
+  nlohmann::json c = {{"architectures", {"Qwen3MoeForCausalLM"}}, {"head_dim", 128},
+                      {"mlp_only_layers", {0, 5}}, {"decoder_sparse_step", 1}, {"rope_theta", 1e6}};
+  const HfImportedModel imported = hf_model_from_config_json(c, "config.json");
+  const ModelConfig& m = imported.model;
+  EXPECT_EQ(imported.arch, HfArchitecture::kQwen3Moe);
+  EXPECT_EQ(m.vocab_size, 151936);
+  EXPECT_EQ(m.hidden_size, 2048);
+  EXPECT_EQ(m.num_layers, 24);
+  EXPECT_EQ(m.num_heads, 32);
+  EXPECT_EQ(m.kv_heads(), 4);
+  EXPECT_EQ(m.head_dim(), 128);
+  EXPECT_EQ(m.attn_width(), 4096);
+  EXPECT_TRUE(m.qk_norm);
+  EXPECT_EQ(m.moe.num_experts, 128);
+  EXPECT_EQ(m.moe.top_k, 8);
+  EXPECT_EQ(m.expert_ffn(), 768);
+  EXPECT_EQ(m.ffn_hidden_size, 6144);
+  EXPECT_FALSE(m.moe.normalize_top_k);
+  EXPECT_EQ(m.norm_eps, 1e-6);
+  EXPECT_EQ(m.rope_theta, 1e6);
+  EXPECT_EQ(m.moe.dense_layers, (std::vector<int>{0, 5}));
+  EXPECT_FALSE(m.is_moe_layer(5));
+  EXPECT_TRUE(m.is_moe_layer(6));
+  // Back out: the same architecture, mlp_only_layers and the q/k norm tensors (rows permuted like q/k).
+  EXPECT_EQ(choose_hf_architecture(m, false), HfArchitecture::kQwen3Moe);
+  const nlohmann::json out = hf_config_json(m, HfArchitecture::kQwen3Moe, {});
+  EXPECT_EQ(out["model_type"], "qwen3_moe");
+  EXPECT_EQ(out["mlp_only_layers"], nlohmann::json({0, 5}));
+  EXPECT_EQ(out["head_dim"], 128);
+  ModelConfig small = m;
+  small.num_layers = 2;
+  small.moe.dense_layers = {0};
+  small.vocab_size = 64;
+  small.moe.num_experts = 4;
+  small.moe.top_k = 2;
+  bool q_norm = false;
+  for (const HfTensorRule& rule : hf_tensor_rules(small, HfArchitecture::kQwen3Moe)) {
+    EXPECT_EQ(rule.hf_name.find("e_score_correction_bias"), std::string::npos);
+    EXPECT_EQ(rule.hf_name.find("shared_experts"), std::string::npos);
+    if (rule.hf_name == "model.layers.1.self_attn.q_norm.weight") {
+      q_norm = true;
+      EXPECT_EQ(rule.source(0, 1), 2);    // HF element 1 is moe4d's pair element 2
+      EXPECT_EQ(rule.source(0, 64), 1);   // the second half holds the odd elements
+    }
+  }
+  EXPECT_TRUE(q_norm);
+
+  const auto error = [](nlohmann::json config) {
+    try {
+      hf_model_from_config_json(config, "config.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  nlohmann::json fp8 = c;
+  fp8["quantization_config"] = {{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}};
+  EXPECT_NE(error(fp8).find("dequantize"), std::string::npos) << error(fp8);
+  nlohmann::json window = c;
+  window["use_sliding_window"] = true;
+  EXPECT_EQ(error(window), "config.json: \"use_sliding_window\" is true, moe4d computes only false (full causal attention)");
+  nlohmann::json yarn = c;
+  yarn["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  EXPECT_NE(error(yarn).find("\"rope_scaling\""), std::string::npos);
+  // Qwen3 dense: Qwen3Config's head_dim 128 when absent.
+  const HfImportedModel dense =
+      hf_model_from_config_json({{"architectures", {"Qwen3ForCausalLM"}}, {"hidden_size", 1024}, {"num_hidden_layers", 28},
+                                 {"num_attention_heads", 16}, {"num_key_value_heads", 8}, {"intermediate_size", 3072}},
+                                "config.json");
+  EXPECT_FALSE(dense.model.is_moe());
+  EXPECT_EQ(dense.model.head_dim(), 128);
+  EXPECT_EQ(dense.model.attn_width(), 2048);
+  EXPECT_EQ(choose_hf_architecture(dense.model, false), HfArchitecture::kQwen3);
+  // Shared experts or sigmoid scores with q/k norm: no architecture.
+  ModelConfig shared = m;
+  shared.moe.shared_experts = 1;
+  EXPECT_THROW(choose_hf_architecture(shared, false), Error);
+  ModelConfig no_qk = m;
+  no_qk.qk_norm = false;
+  EXPECT_THROW(choose_hf_architecture(no_qk, false), Error);  // dense_layers need Qwen3-MoE
+}
+
 }  // namespace
 }  // namespace moe4d

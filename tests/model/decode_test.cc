@@ -117,5 +117,18 @@ TEST(Decode, LatentCacheOfMlaMatchesFullWindow) {
         << "step " << s;
 }
 
+// Qwen3-style attention (q/k RMSNorm before RoPE, head_dim 12 with 4 heads x 12 != hidden 32): the
+// cache holds the normalised, rotated keys.
+TEST(Decode, QkNormAndExplicitHeadDimCachedLogitsMatchFullWindow) {
+  ModelConfig m = decode_model();
+  m.head_size = 12;
+  m.qk_norm = true;
+  std::vector<int> tokens;
+  for (int i = 0; i < m.seq_length; ++i) tokens.push_back((i * 29 + 3) % m.vocab_size);
+  CpuBackend cpu;
+  expect_near(logits_of(m, cpu, true, tokens, 4), logits_of(m, cpu, false, tokens, 4), 1e-5,
+              "cpu: cached against full window");
+}
+
 }  // namespace
 }  // namespace moe4d

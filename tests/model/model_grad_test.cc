@@ -183,6 +183,31 @@ TEST(ModelGradient, MultiQueryAttentionMatchesFiniteDifferences) {
   check_gradients(m, 1e-2, 2e-2);
 }
 
+// Qwen3-style attention: per-head q/k RMSNorm before RoPE, an explicit head_dim with num_heads x
+// head_dim (24) != hidden_size (16), grouped-query attention; layer 1 kept dense by moe.dense_layers.
+TEST(ModelGradient, QkNormAndExplicitHeadDimMatchFiniteDifferences) {
+  ModelConfig cfg = tiny_config();
+  cfg.num_layers = 3;
+  cfg.num_heads = 4;
+  cfg.num_kv_heads = 2;
+  cfg.head_size = 6;
+  cfg.qk_norm = true;
+  cfg.moe.layer_freq = 1;
+  cfg.moe.dense_layers = {1};
+  TinyModel m(cfg);
+  EXPECT_EQ(m.params.info(m.params.find("layers.0.attn.qkv.weight")).global_shape, Shape({16, (4 + 2 * 2) * 6}));
+  EXPECT_EQ(m.params.info(m.params.find("layers.0.attn.out.weight")).global_shape, Shape({24, 16}));
+  EXPECT_EQ(m.params.info(m.params.find("layers.2.attn.k_norm.weight")).global_shape, Shape({6}));
+  EXPECT_LT(m.params.find("layers.1.moe.router.weight"), 0) << "layer 1 is listed in dense_layers";
+  EXPECT_GE(m.params.find("layers.2.moe.router.weight"), 0);
+  // Norm weights away from their initial ones, so that a gradient that ignores them would show.
+  for (int id = 0; id < m.params.size(); ++id)
+    if (m.params.info(id).name.find("_norm.weight") != std::string::npos)
+      for (int64_t i = 0; i < m.params.info(id).numel(); ++i) m.params.value(id)[i] = 0.5f + 0.1f * float(i % 7);
+  spread_router(m, 100.0f);
+  check_gradients(m, 1e-2, 2e-2);
+}
+
 // Narrow routed experts, two shared experts of their own width, the first layer dense.
 TEST(ModelGradient, SharedAndNarrowExpertsMatchFiniteDifferences) {
   ModelConfig cfg = tiny_config();
@@ -301,6 +326,8 @@ TEST(ModelRecompute, FullAndSelectiveGiveIdenticalGradients) {
   options.moe.group_topk = 1;
   options.moe.routed_scaling_factor = 2.5;
   options.moe.load_balancing_type = LoadBalancing::kSeqAuxLoss;
+  options.head_size = 6;  // Qwen3-style attention: 4 x 6 != 16, q/k norm
+  options.qk_norm = true;
   const std::vector<float> with_options = gradients_with(RecomputeGranularity::kNone, options);
   EXPECT_EQ(with_options, gradients_with(RecomputeGranularity::kFull, options));
   EXPECT_EQ(with_options, gradients_with(RecomputeGranularity::kSelective, options));

@@ -253,9 +253,10 @@ TEST(PipelineMicroBatches, FeatureGateAcceptsPipelinesAndNamesTheFile) {
   }
 }
 
-// The example layouts of configs/: the articles' 64-card layout and a 4-D layout for 8 local ranks.
+// The example layouts of configs/: the articles' 64-card layout, a 4-D layout for 8 local ranks and
+// the small Qwen3-MoE-style model (EP2 x TP2 + SP).
 TEST(ExampleConfigs, AreValidTrainableLayouts) {
-  for (const char* file : {"articles_64card.yaml", "fourd_8rank.yaml"}) {
+  for (const char* file : {"articles_64card.yaml", "fourd_8rank.yaml", "qwen3_moe_small.yaml"}) {
     const Config c = load_config(std::string(MOE4D_SOURCE_DIR) + "/configs/" + file);
     EXPECT_NO_THROW(validate_layout(c.model, c.parallel, c.train.global_batch_size, c.parallel.world_size())) << file;
     EXPECT_NO_THROW(check_training_support(c)) << file;

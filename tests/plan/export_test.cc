@@ -230,6 +230,20 @@ TEST(Export, MindFormersMoeKeysMeanWhatMindFormersMeans) {
   expect_mindformers_accepts(ctx, layout, "deepseek-moe-16b");
 }
 
+// Qwen3-30B-A3B: MindFormers' mcore-style model_config keys head_dim and qk_layernorm (as its
+// configs/qwen3 YAMLs), the routed width 768, top-k renormalised.
+TEST(Export, MindFormersQwen3Keys) {
+  const ModelPreset qwen = model_preset("qwen3-30b-a3b");
+  const PlanContext ctx{"qwen3-30b-a3b", qwen.model, qwen.setup, cluster_preset("dgx-h100")};
+  const Layout layout = parse_layout("dp=2,ep=8,tp=2,pp=2,mb=8", ctx.setup.global_batch, 64);
+  const YAML::Node doc = YAML::Load(export_mindformers(ctx, layout));
+  EXPECT_EQ(doc["model"]["model_config"]["head_dim"].as<int>(), 128);
+  EXPECT_TRUE(doc["model"]["model_config"]["qk_layernorm"].as<bool>());
+  EXPECT_EQ(doc["moe_config"]["moe_intermediate_size"].as<int>(), 768);
+  EXPECT_TRUE(doc["moe_config"]["norm_topk_prob"].as<bool>());
+  expect_mindformers_accepts(ctx, layout, "qwen3-30b-a3b");
+}
+
 TEST(Export, MindFormersAcceptsPipelinesZeroStagesAndDenseModels) {
   const PlanContext ctx = articles_context();
   for (const std::string& text :

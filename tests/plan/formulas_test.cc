@@ -124,6 +124,26 @@ TEST(ParamCount, PresetsMatchThePublishedModels) {
   EXPECT_GT(deepseek.shared_experts, 0);
 }
 
+// Qwen3-30B-A3B and Qwen3-235B-A22B: 30.5B / 3.3B active and 235B / 22B active as published; the head
+// width 128 (not hidden / heads) in W_qkv and W_o, and the q/k norms.
+TEST(ParamCount, Qwen3PresetsMatchThePublishedModels) {
+  const ModelConfig small = model_preset("qwen3-30b-a3b").model;
+  const ModelParamCount a3b = count_model_params(small);
+  EXPECT_NEAR(a3b.total() / 1e9, 30.53, 0.02);
+  EXPECT_NEAR(a3b.active / 1e9, 3.34, 0.02);
+  EXPECT_DOUBLE_EQ(a3b.attention, 48.0 * (2048.0 * (32 + 2 * 4) * 128 + 32 * 128 * 2048.0));
+  EXPECT_DOUBLE_EQ(a3b.norms, 48.0 * (2 * 2048 + 2 * 128) + 2048);
+  const ModelParamCount a22b = count_model_params(model_preset("qwen3-235b-a22b").model);
+  EXPECT_NEAR(a22b.total() / 1e9, 235.1, 0.2);
+  EXPECT_NEAR(a22b.active / 1e9, 22.1, 0.1);
+  // model.moe.dense_layers removes MoE layers from the counts.
+  ModelConfig m = small;
+  m.moe.dense_layers = {0, 47, 47};
+  EXPECT_EQ(moe_layers_in(m, 0, 48), 46);
+  EXPECT_EQ(moe_layers_in(m, 1, 47), 46);
+  EXPECT_GT(count_model_params(m).dense_ffn, 0);
+}
+
 TEST(ParamCount, StageParamsShardByTpAndEp) {
   const ModelConfig m = tiny_moe();
   const Layout l = make_layout(1, 2, 2, 2, 1, 1);

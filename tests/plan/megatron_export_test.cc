@@ -228,6 +228,13 @@ std::vector<int> expand_layer_freq(std::string v, int layers) {
   if (v == "1") return std::vector<int>(layers, 1);
   EXPECT_EQ(v.front(), '"');
   v = v.substr(1, v.size() - 2);
+  if (v.find(',') != std::string::npos) {  // the explicit list "[1,0,...]" (model.moe.dense_layers)
+    std::vector<int> out;
+    for (char ch : v)
+      if (ch == '0' || ch == '1') out.push_back(ch - '0');
+    EXPECT_EQ(v.find_first_not_of("[],01"), std::string::npos) << v;
+    return out;
+  }
   int a = 0, b = 0, c = 0, d = 0;
   EXPECT_EQ(std::sscanf(v.c_str(), "[0]*%d+([1]+[0]*%d)*%d+[1]+[0]*%d", &a, &b, &c, &d), 4) << v;
   std::vector<int> out(a, 0);
@@ -354,7 +361,8 @@ TEST(MegatronExport, ZeroStages) {
 }
 
 TEST(MegatronExport, EveryPresetAndScheduleUsesOnlyMegatronOptions) {
-  for (const std::string& name : {std::string("moe-120b"), std::string("dense-70b"), std::string("mixtral-8x7b")}) {
+  for (const std::string& name : {std::string("moe-120b"), std::string("dense-70b"), std::string("mixtral-8x7b"),
+                                  std::string("qwen3-30b-a3b")}) {
     const PlanContext ctx = context(name);
     const bool moe = ctx.model.is_moe();
     // 64 devices either way: EP 2 for the MoE models, twice the data replicas for the dense one.
@@ -383,6 +391,27 @@ TEST(MegatronExport, MoeLayerPatternMatchesTheModel) {
       for (int l = 0; l < ctx.model.num_layers; ++l)
         EXPECT_EQ(pattern[l], ctx.model.is_moe_layer(l) ? 1 : 0) << "layer " << l << " freq " << freq;
     }
+}
+
+// Qwen3-MoE: --qk-layernorm and --kv-channels 128 (hidden 2048 / 32 heads = 64 otherwise), GQA on 4
+// groups; Qwen3's mlp_only_layers (model.moe.dense_layers) as an explicit --moe-layer-freq list.
+TEST(MegatronExport, Qwen3QkNormHeadDimAndDenseLayers) {
+  PlanContext ctx = context("qwen3-30b-a3b");
+  const Layout layout = parse_layout("dp=4,ep=8,tp=2,pp=2,mb=8", ctx.setup.global_batch, 128);
+  MegatronRun r = parse_run(export_megatron(ctx, layout));
+  expect_megatron_accepts(r, 128, true, "qwen3-30b-a3b");
+  EXPECT_TRUE(r.flags.count("--qk-layernorm"));
+  EXPECT_EQ(r.flags.at("--kv-channels"), "128");
+  EXPECT_EQ(r.flags.at("--num-query-groups"), "4");
+  EXPECT_EQ(r.flags.at("--moe-layer-freq"), "1");
+  ctx.model.moe.dense_layers = {0, 5};
+  r = parse_run(export_megatron(ctx, layout));
+  const std::vector<int> pattern = expand_layer_freq(r.flags.at("--moe-layer-freq"), ctx.model.num_layers);
+  ASSERT_EQ(pattern.size(), size_t(ctx.model.num_layers));
+  for (int l = 0; l < ctx.model.num_layers; ++l) EXPECT_EQ(pattern[l], l == 0 || l == 5 ? 0 : 1) << l;
+  // Without an explicit head width neither flag appears.
+  const MegatronRun mixtral = parse_run(export_megatron(context("mixtral-8x7b"), layout));
+  EXPECT_FALSE(mixtral.flags.count("--kv-channels") || mixtral.flags.count("--qk-layernorm"));
 }
 
 // A complete command: the launcher for the cluster, the train section of the config the model came from,

@@ -437,7 +437,7 @@ TEST(Planner, ClearErrorsForBadInputs) {
   r.model = "gpt-5";
   EXPECT_EQ(error_of([&] { run_plan(r); }),
             "model 'gpt-5' is neither a moe4d config file nor a preset (one of: moe-120b, dense-70b, mixtral-8x7b, "
-            "deepseek-moe-16b, deepseek-v3-like, moe-1t)");
+            "deepseek-moe-16b, deepseek-v3-like, qwen3-30b-a3b, qwen3-235b-a22b, moe-1t)");
   r = articles_request();
   r.cluster = "/nowhere/cluster.yaml";
   EXPECT_NE(error_of([&] { run_plan(r); }).find("cannot read cluster file '/nowhere/cluster.yaml'"), std::string::npos);
