@@ -94,6 +94,14 @@ void validate_mla(const Config& c, const ConfigReader& r) {
                 fmt::format("{} differs from num_heads {}: with model.kv_lora_rank (MLA) every head has its own key "
                             "and value, expanded from one shared latent",
                             m.num_kv_heads, m.num_heads));
+    // MLA has its own head widths and latent norms: the standard attention's options do not apply.
+    if (r.find(key(m.head_size)))
+      r.fail_at(r.line_of(key(m.head_size)), key(m.head_size),
+                "does not apply with model.kv_lora_rank (MLA sets its head widths with qk_nope_head_dim, "
+                "qk_rope_head_dim and v_head_dim)");
+    if (m.qk_norm)
+      r.fail_at(r.line_of(key(m.qk_norm)), key(m.qk_norm),
+                "does not apply with model.kv_lora_rank (MLA normalises its latents, not its q/k heads)");
   }
   const RopeScaling& rs = m.rope_scaling;
   const double* rs_numbers[] = {&rs.beta_fast, &rs.beta_slow, &rs.mscale, &rs.mscale_all_dim};
