@@ -67,11 +67,13 @@ std::string layout_to_string(const Layout& l) {
   out += fmt::format(",recompute={},zero={},order={}", recompute_name(l.recompute), l.zero_stage,
                      rank_order_string(l.order));
   if (l.sequence_parallel) out += ",sp=1";
+  if (l.dispatcher == MoeDispatcher::kHierarchical) out += ",dispatch=hierarchical";
   return out;
 }
 
 std::string layout_dims_string(const Layout& l) {
-  return fmt::format("dp{} ep{} tp{} pp{}{}", l.dp, l.ep, l.tp, l.pp, l.sequence_parallel ? " sp" : "");
+  return fmt::format("dp{} ep{} tp{} pp{}{}{}", l.dp, l.ep, l.tp, l.pp, l.sequence_parallel ? " sp" : "",
+                     l.dispatcher == MoeDispatcher::kHierarchical ? " hier" : "");
 }
 
 namespace {
@@ -193,8 +195,13 @@ Layout parse_layout(const std::string& text, int64_t global_batch, int devices) 
       if (value != "0" && value != "1" && value != "true" && value != "false")
         fail("--layout sp={}: expected 0 or 1 (sequence parallelism off or on)", value);
       l.sequence_parallel = value == "1" || value == "true";
+    } else if (key == "dispatch") {
+      const auto dispatcher = value_of(config_names::kMoeDispatcherNames, value);
+      if (!dispatcher) fail("--layout dispatch={}: expected {}", value, names_or(config_names::kMoeDispatcherNames));
+      l.dispatcher = *dispatcher;
     } else {
-      fail("--layout: unknown key '{}', expected dp, ep, tp, pp, mb, mbs, schedule, v, recompute, zero, order or sp",
+      fail("--layout: unknown key '{}', expected dp, ep, tp, pp, mb, mbs, schedule, v, recompute, zero, order, sp or "
+           "dispatch",
            key);
     }
   }

@@ -176,3 +176,31 @@ TEST(Search, NothingFitsGivesEveryReason) {
 
 }  // namespace
 }  // namespace moe4d
+
+namespace moe4d {
+namespace {
+
+// Where the EP group spans nodes the search times both expert dispatchers (the flat all-to-all and
+// the node-aware one); where it does not, only the flat one. The node-aware move is priced by
+// ep_exchange_seconds, which for a one-node EP group is the flat all-to-all.
+TEST(Search, TimesTheHierarchicalDispatchWhereEpSpansNodes) {
+  const PlanContext ctx = preset_context("moe-120b", "atlas-800t-a2", 64);
+  const SearchResult r = search_layouts(ctx, SearchSpace{}, 400);
+  check_invariants(ctx, r);
+  int hierarchical = 0;
+  for (const Evaluation& e : r.ranked) {
+    if (e.layout.dispatcher != MoeDispatcher::kHierarchical) continue;
+    ++hierarchical;
+    EXPECT_TRUE(e.placement.ep.crosses_nodes()) << layout_to_string(e.layout);
+  }
+  EXPECT_GT(hierarchical, 0);
+  Layout one_node = parse_layout("dp=8,ep=8,tp=1,pp=1", ctx.setup.global_batch, 64);
+  const Placement place = compute_placement(one_node, ctx.cluster.devices_per_node);
+  ASSERT_FALSE(place.ep.crosses_nodes());
+  const double flat = ep_exchange_seconds(ctx.cluster, ctx.model, ctx.setup, one_node, place, 4096);
+  one_node.dispatcher = MoeDispatcher::kHierarchical;
+  EXPECT_EQ(ep_exchange_seconds(ctx.cluster, ctx.model, ctx.setup, one_node, place, 4096), flat);
+}
+
+}  // namespace
+}  // namespace moe4d
