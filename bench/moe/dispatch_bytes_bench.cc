@@ -2,8 +2,9 @@
 // backward moves), flat all-to-all vs the node-aware dispatch (moe.dispatcher: hierarchical), against
 // the planner's prediction. Prints one JSON document.
 //
-// usage: mpirun -np 8 --host 127.0.0.2:4,127.0.0.3:4 --mca plm_rsh_agent tests/launch/fake_rsh.sh \
-//          --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
+// usage (one command line):
+//   mpirun -np 8 --host 127.0.0.2:4,127.0.0.3:4 --mca plm_rsh_agent tests/launch/fake_rsh.sh
+//          --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo
 //          build/bench/moe/dispatch_bytes_bench [--tokens=512] [--hidden=64]
 //   (2 fake nodes x 4 ranks; on real nodes just mpirun across them). Every rank is one EP rank; the
 //   nodes are the hosts MPI reports. Routing: uniform top-k (bench/moe/dispatch_bytes.h), for top-2 and

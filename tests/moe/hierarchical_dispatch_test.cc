@@ -62,6 +62,23 @@ TEST_P(HierarchicalEquivalence, ReproducesSingleRankRun) {
   test::expect_equivalent(r);
 }
 
+// bf16 GEMMs: the node-aware run against the flat one, both EP4 on the same ranks, in lock-step.
+// Only the order of float additions differs (a token's picks summed per node first).
+TEST(Size4Bf16, HierarchicalMatchesTheFlatDispatch) {
+  test::TempDir dir;
+  Config flat = test::tiny_training_config(test::write_synthetic_shard(dir.file("train.bin"), 64, 20000));
+  flat.model.moe.num_experts = 8;
+  flat.model.moe.top_k = 3;
+  flat.parallel.expert_parallel = 4;
+  flat.train.global_batch_size = 8;
+  flat.train.precision = Precision::kBF16;
+  flat.parallel.collective_timeout = 300;
+  Config hierarchical = flat;
+  hierarchical.model.moe.dispatcher = MoeDispatcher::kHierarchical;
+  const test::EquivalenceRun r = test::run_equivalence_between(flat, hierarchical, 20);
+  test::expect_equivalent(r);
+}
+
 const HierLayout kFourRanks[] = {{.ep = 4},
                                  {.ep = 4, .capacity = true},
                                  {.ep = 4, .chunks = 2, .replicas = 4},
