@@ -8,6 +8,7 @@
 
 #include "plan/cluster_presets.h"
 #include "plan/model_presets.h"
+#include "plan/plan_report.h"
 #include "plan/search.h"
 #include "plan_test_util.h"
 
@@ -200,6 +201,23 @@ TEST(Search, TimesTheHierarchicalDispatchWhereEpSpansNodes) {
   const double flat = ep_exchange_seconds(ctx.cluster, ctx.model, ctx.setup, one_node, place, 4096);
   one_node.dispatcher = MoeDispatcher::kHierarchical;
   EXPECT_EQ(ep_exchange_seconds(ctx.cluster, ctx.model, ctx.setup, one_node, place, 4096), flat);
+}
+
+// A top-8 model whose EP group spans 2 nodes: the node-aware dispatch sends a token across once
+// instead of 4 times, is faster, and the report says so.
+TEST(Search, HierarchicalDispatchExplainedForATopEightModel) {
+  const PlanContext ctx = preset_context("deepseek-v3-like", "dgx-h100", 256);
+  LayoutEvaluator evaluator(ctx);
+  const Layout flat = parse_layout("dp=8,ep=16,tp=1,pp=2,mbs=3,recompute=full,zero=3", ctx.setup.global_batch, 256);
+  Layout hier = flat;
+  hier.dispatcher = MoeDispatcher::kHierarchical;
+  const Evaluation a = evaluator.evaluate(flat), b = evaluator.evaluate(hier);
+  ASSERT_TRUE(b.placement.ep.crosses_nodes());
+  EXPECT_LT(b.time.ep_comm, a.time.ep_comm);
+  EXPECT_LT(b.time.step, a.time.step);
+  const std::string text = format_explain(ctx, b);
+  EXPECT_NE(text.find("expert dispatch hierarchical: a token reaches 1.00 other nodes"), std::string::npos) << text;
+  EXPECT_NE(text.find("sends it 4.00 times across nodes (k = 8)"), std::string::npos) << text;
 }
 
 }  // namespace
