@@ -96,6 +96,9 @@ std::string export_mindformers(const PlanContext& ctx, const Layout& l) {
   if (l.pp == 1 && l.micro_batch_num > 1)
     out += "# No pipeline: MindFormers ignores micro_batch_num (it resets it to 1), so the micro-batches per step are\n"
            "# runner_config.gradient_accumulation_steps.\n";
+  if (l.dispatcher == MoeDispatcher::kHierarchical)
+    out += "# dispatch=hierarchical: MindFormers' moe_config has no node-aware dispatch key; MindSpeed's counterpart\n"
+           "# is --moe-hierarchical-alltoallv (docs/moe.md §10).\n";
   if (m.is_moe() && m.moe.layer_freq > 1)
     out += fmt::format("# moe.layer_freq {}: MindFormers' moe_config has no layer frequency; set the model's own MoE layer list.\n",
                        m.moe.layer_freq);
