@@ -21,6 +21,10 @@ enum class RouterScore { kSoftmax, kSigmoid };
 // step's global batch so far (counts reduced over the data replicas, averaged over micro-batches).
 enum class LoadBalancing { kAuxLoss, kSeqAuxLoss, kGlobalAuxLoss };
 
+// How the expert all-to-all moves token rows (docs/moe.md): one copy per routed expert straight to
+// its rank, or node-aware — one inter-node copy per (token, destination node), fanned out inside it.
+enum class MoeDispatcher { kAllToAll, kHierarchical };
+
 struct MoeConfig {
   int num_experts = 0;  // 0: dense model (every FFN is SwiGLU)
   int top_k = 2;
@@ -42,6 +46,7 @@ struct MoeConfig {
   double z_loss_coeff = 0.0;
   double router_bias_update_rate = 0.0;  // > 0: aux-loss-free balancing bias (DeepSeek-V3)
   int a2a_chunks = 1;                    // slices of the expert all-to-all (overlap with expert compute)
+  MoeDispatcher dispatcher = MoeDispatcher::kAllToAll;  // flat or node-aware (hierarchical) expert exchange
   int redundant_experts = 0;   // extra expert slots per MoE layer over the EP group (replicas of hot experts)
   int rebalance_interval = 0;  // steps between placements of the replicas (required with redundant_experts)
 

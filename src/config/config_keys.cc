@@ -84,6 +84,8 @@ const ConfigKey kKeys[] = {
      "", "aux-loss-free balancing step (0: off)"},
     {"model.moe.a2a_chunks", FIELD(model.moe.a2a_chunks), kMoeRange, kPositive, "", "", "",
      "slices of the expert all-to-all"},
+    {"model.moe.dispatcher", FIELD(model.moe.dispatcher), kMoeOnly, kAny, "", "", "",
+     "expert all-to-all: flat or node-aware (hierarchical)"},
     {"model.moe.first_dense_layers", FIELD(model.moe.first_dense_layers), kMoeOnly, kAny, "", "", "",
      "leading dense layers"},
     {"model.moe.dense_layers", FIELD(model.moe.dense_layers), kMoeOnly, kNonNegative, "", "", "",

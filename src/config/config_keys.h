@@ -26,7 +26,7 @@ namespace moe4d {
 
 // The field a key fills; its type decides how the text is converted and written back.
 using ConfigField = std::variant<int*, int64_t*, uint64_t*, double*, bool*, std::string*, std::optional<double>*,
-                                 std::vector<int>*, RouterScore*, LoadBalancing*, PipelineSchedule*, Precision*, GradCompression*,
+                                 std::vector<int>*, RouterScore*, LoadBalancing*, MoeDispatcher*, PipelineSchedule*, Precision*, GradCompression*,
                                  OptimizerKind*, CheckpointFormat*, RecomputeGranularity*, ComputeBackend*>;
 
 // Bits of ConfigKey::flags.

@@ -32,6 +32,8 @@ inline constexpr NameTable<PipelineSchedule, 3> kScheduleNames{{{"gpipe", Pipeli
                                                          {"interleaved", PipelineSchedule::kInterleaved}}};
 inline constexpr NameTable<RouterScore, 2> kRouterScoreNames{
     {{"softmax", RouterScore::kSoftmax}, {"sigmoid", RouterScore::kSigmoid}}};
+inline constexpr NameTable<MoeDispatcher, 2> kMoeDispatcherNames{
+    {{"alltoall", MoeDispatcher::kAllToAll}, {"hierarchical", MoeDispatcher::kHierarchical}}};
 // Recompute as `--layout`, reports and exports name it; YAML's recompute.granularity takes the two
 // that are not "none" (kGranularityNames).
 inline constexpr NameTable<LoadBalancing, 3> kLoadBalancingNames{{{"aux_loss", LoadBalancing::kAuxLoss},
@@ -80,6 +82,7 @@ inline constexpr const auto& names_for(const OptimizerKind*) { return kOptimizer
 inline constexpr const auto& names_for(const PipelineSchedule*) { return kScheduleNames; }
 inline constexpr const auto& names_for(const RouterScore*) { return kRouterScoreNames; }
 inline constexpr const auto& names_for(const LoadBalancing*) { return kLoadBalancingNames; }
+inline constexpr const auto& names_for(const MoeDispatcher*) { return kMoeDispatcherNames; }
 inline constexpr const auto& names_for(const RecomputeGranularity*) { return kGranularityNames; }
 
 }  // namespace moe4d::config_names

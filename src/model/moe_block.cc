@@ -41,6 +41,7 @@ struct MoeSaved {
   float* sh3;          // [T, fs_local]
   float* sg;           // [T, fs_local]; null under selective recompute
   ExpertExchangePlan plan;
+  NodeRelayPlan* relay;  // moe.dispatcher hierarchical: stage 1 (the exchange then runs on its rows)
 };
 constexpr GemmLabels kRouterLabels{"moe input (ffn_norm output)", "router logits"};
 constexpr GemmLabels kW1Labels{"expert input", "expert w1 projection"};
@@ -106,6 +107,9 @@ MoeBlock::MoeBlock(int layer, const ModelConfig& model, ParallelContext& pc, Par
         *pc.ep, expert_placement_initial(int(e), ep, R),
         ReplicaWeights{.w1_id = w1_id_, .w3_id = w3_id_, .w2_id = w2_id_, .hidden = int(d), .local_ffn = local_ffn_},
         ep_rank_nodes(pc));
+  if (model.moe.dispatcher == MoeDispatcher::kHierarchical && ep > 1)
+    relays_ = std::make_unique<HierarchicalExchange>(*pc.ep, ep_rank_nodes(pc),
+                                                     model.moe.num_experts + redundant_slots(model, pc));
 }
 
 BlockGemm MoeBlock::slot_gemm(int local_slot, int which, int first_expert) const {
@@ -345,21 +349,36 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
     replicas_->split_rows(expert_offsets, s->row_slot, s->slot_row, T * k, slot_offsets, ctx.scratch);
     expert_offsets = slot_offsets;
   }
-  s->plan = exchange_.plan(expert_offsets, keep);
+  // The rows the exchange starts from: this rank's tokens, or under the node-aware dispatch the
+  // (token, node) rows relayed to this rank.
+  RowRouting route{.tokens = T, .k = k, .rows = rows, .row_slot = s->row_slot, .slot_row = s->slot_row,
+                   .weights = s->topk_w, .slot_offsets = expert_offsets};
+  const float* x_rows = xn;
+  s->relay = nullptr;
+  if (relays_) {
+    ctx.backend().synchronize();  // the host reads the routing
+    s->relay = keep.alloc<NodeRelayPlan>(1);
+    *s->relay = relays_->plan(route, keep);
+    route = s->relay->relay;
+    float* relayed = ctx.scratch.alloc_f32(size_t(route.tokens) * d);
+    relays_->scatter(xn, relayed, d, *s->relay, ctx.scratch, ctx.backend());
+    x_rows = relayed;
+  }
+  s->plan = exchange_.plan(route.slot_offsets, keep);
   const ExpertExchangePlan& plan = s->plan;
   const int R = plan.recv_rows;
   const bool expert_parallel = plan.ep > 1;
 
   // Token rows grouped by expert, then moved to the ranks holding those experts.
   s->xr = keep.alloc_f32(size_t(R) * d);
-  float* xp = expert_parallel ? ctx.scratch.alloc_f32(size_t(rows) * d) : s->xr;
-  ctx.backend().moe_permute_forward(xp, xn, s->row_slot, rows, k, d);
+  float* xp = expert_parallel ? ctx.scratch.alloc_f32(size_t(route.rows) * d) : s->xr;
+  ctx.backend().moe_permute_forward(xp, x_rows, route.row_slot, route.rows, k, d);
 
   s->h1 = keep.alloc_f32(size_t(R) * f);
   s->h3 = keep.alloc_f32(size_t(R) * f);
   s->g = ctx.recompute == RecomputeGranularity::kSelective ? nullptr : keep.alloc_f32(size_t(R) * f);
   float* g = s->g ? s->g : ctx.scratch.alloc_f32(size_t(R) * f);
-  s->y = keep.alloc_f32(size_t(rows) * d);
+  s->y = keep.alloc_f32(size_t(route.rows) * d);
   float* yr = expert_parallel ? ctx.scratch.alloc_f32(size_t(R) * d) : s->y;
 
   // Slice pipeline: every dispatch slice starts at once and the experts run on slice c as soon as it
@@ -377,7 +396,9 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
   }
   returning.finish_all();
   float* partial = sharded ? ctx.scratch.alloc_f32(size_t(T) * d) : x_out;
-  ctx.backend().moe_unpermute_forward(partial, s->y, s->slot_row, s->topk_w, T, k, d);
+  float* sums = s->relay ? ctx.scratch.alloc_f32(size_t(route.tokens) * d) : partial;
+  ctx.backend().moe_unpermute_forward(sums, s->y, route.slot_row, route.weights, route.tokens, k, d);
+  if (s->relay) relays_->gather_sum(sums, partial, d, *s->relay, ctx.scratch, ctx.backend());
   if (local_shared_ffn_ > 0) {
     const size_t size = size_t(T) * local_shared_ffn_;
     s->sh1 = keep.alloc_f32(size);
@@ -434,9 +455,24 @@ void MoeBlock::backward(float* dx, const float* x_in, const void* saved, BlockCo
   const auto [dout, xn] = sp_gather_backward_inputs(ctx, dx, s->xn, d);
 
   // Combine backward: gradients of the expert outputs and of the router weights.
+  // Under the node-aware dispatch the output gradient goes to the relays, which form the picks'
+  // gradients; the weight gradients come back (one row per (token, node)).
+  const RowRouting route = s->relay ? s->relay->relay
+                                    : RowRouting{.tokens = T, .k = k, .rows = rows, .row_slot = s->row_slot,
+                                                 .slot_row = s->slot_row, .weights = s->topk_w};
   float* dy = ctx.scratch.alloc_f32(size_t(rows) * d);
   float* dtopk_w = ctx.scratch.alloc_f32(size_t(T) * k);
-  ctx.backend().moe_unpermute_backward(dy, dtopk_w, dout, s->y, s->slot_row, s->topk_w, T, k, d);
+  const float* dout_rows = dout;
+  float* dw_rows = dtopk_w;
+  if (s->relay) {
+    float* relayed = ctx.scratch.alloc_f32(size_t(route.tokens) * d);
+    relays_->scatter(dout, relayed, d, *s->relay, ctx.scratch, ctx.backend());
+    dout_rows = relayed;
+    dw_rows = ctx.scratch.alloc_f32(size_t(route.tokens) * k);
+  }
+  ctx.backend().moe_unpermute_backward(dy, dw_rows, dout_rows, s->y, route.slot_row, route.weights, route.tokens, k,
+                                       d);
+  if (s->relay) relays_->gather_sum(dw_rows, dtopk_w, k, *s->relay, ctx.scratch, ctx.backend());
   // y holds TP partial sums, so each rank's dot products are partial too. Summed over TP, and under
   // sequence parallelism only this rank's routed rows are kept (the backward of the gather).
   float* my_dtopk_w = dtopk_w;
@@ -475,8 +511,10 @@ void MoeBlock::backward(float* dx, const float* x_in, const void* saved, BlockCo
   returning.finish_all();
 
   float* dxn = ctx.scratch.alloc_f32(size_t(T) * d);
-  ctx.backend().zero(dxn, sizeof(float) * size_t(T) * d);
-  ctx.backend().moe_permute_backward(dxn, dxp, s->row_slot, rows, k, d);
+  float* dx_rows = s->relay ? ctx.scratch.alloc_f32(size_t(route.tokens) * d) : dxn;
+  ctx.backend().zero(dx_rows, sizeof(float) * size_t(route.tokens) * d);
+  ctx.backend().moe_permute_backward(dx_rows, dxp, route.row_slot, rows, k, d);
+  if (s->relay) relays_->gather_sum(dx_rows, dxn, d, *s->relay, ctx.scratch, ctx.backend());
   if (local_shared_ffn_ > 0) shared_backward(dout, xn, s->sh1, s->sh3, s->sg, dxn, T, ctx);
   // The expert paths' input gradient is a TP partial sum; the router's (below) is not.
   float* dxn_mine = sp_reduce_input_gradient(ctx, dxn, d);

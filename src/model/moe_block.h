@@ -51,6 +51,11 @@
 // routing, capacity (per logical expert, before the rows are split over copies), the aux loss and
 // every parameter are unchanged, so results agree with R = 0 to float rounding.
 //
+// Node-aware dispatch (moe.dispatcher: hierarchical, model/hierarchical_exchange.h): a token goes
+// once to each destination node's relay, which runs the exchange above inside its node over the rows
+// it received as its own tokens, and forms the weighted sums of the picks on its node; the partial
+// sums (backward: the input and weight gradients) come back one row per (token, node).
+//
 // An expert that receives no rows (on any rank) skips its GEMMs; every rank still takes part in every
 // collective, so empty experts neither hang nor break backward.
 #pragma once
@@ -64,6 +69,7 @@
 #include "model/block_matmul.h"
 #include "model/expert_exchange.h"
 #include "model/expert_replicas.h"
+#include "model/hierarchical_exchange.h"
 
 namespace moe4d {
 
@@ -129,6 +135,7 @@ class MoeBlock {
   int norm_id_, router_id_, w1_id_, w3_id_, w2_id_;
   int shared_w1_id_ = -1, shared_w3_id_ = -1, shared_w2_id_ = -1;
   ExpertExchange exchange_;
+  std::unique_ptr<HierarchicalExchange> relays_;  // null: the flat exchange (moe.dispatcher: alltoall)
   std::vector<float> router_bias_;
   std::unique_ptr<ExpertReplicas> replicas_;  // null: no redundant experts
   // Global-batch balancing: the step's counts so far, summed over the replicas (reset by the first

@@ -122,7 +122,10 @@ std::string communication_sentence(const PlanContext& ctx, const Evaluation& e) 
     case 1:
       if (p.ep.crosses_nodes())
         return head + fmt::format("mostly the expert all-to-all ({}); ", part_share) + span_words("EP", p.ep) +
-               "; lower EP, raise TP inside the node, or split the all-to-all (moe.a2a_chunks)";
+               "; lower EP, raise TP inside the node, or split the all-to-all (moe.a2a_chunks)" +
+               (e.layout.dispatcher == MoeDispatcher::kAllToAll
+                    ? std::string(", or send each token across nodes once (dispatch=hierarchical)")
+                    : std::string());
       return head + fmt::format("mostly the expert all-to-all ({}) inside the node; split it (moe.a2a_chunks)", part_share);
     case 2:
       return head +

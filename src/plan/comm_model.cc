@@ -167,4 +167,17 @@ RoutedNodes routed_nodes_per_token(int top_k, int num_groups, int group_topk, in
   return {most, distinct * (n - 1) / n};
 }
 
+double expected_remote_nodes(int experts, int top_k, int nodes) {
+  if (nodes <= 1) return 0;
+  const int elsewhere = experts - experts / nodes;
+  // C(elsewhere, k) / C(E, k) = prod_{i<k} (elsewhere - i) / (E - i), 0 once k > elsewhere.
+  double miss = 1;
+  for (int i = 0; i < top_k; ++i) miss *= std::max(0, elsewhere - i) / double(experts - i);
+  return (nodes - 1) * (1 - miss);
+}
+
+double hierarchical_pair_bytes(int hidden, int top_k, double value_bytes) {
+  return 4.0 * hidden * value_bytes + 3.0 * top_k * 4;
+}
+
 }  // namespace moe4d

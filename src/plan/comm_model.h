@@ -69,4 +69,19 @@ struct RoutedNodes {
 };
 RoutedNodes routed_nodes_per_token(int top_k, int num_groups, int group_topk, int ep_nodes);
 
+// The node-aware expert dispatch (moe.dispatcher: hierarchical, docs/moe.md §10) sends a token across
+// nodes once per destination node that holds at least one of its k picks. With the picks uniform
+// over E experts spread evenly over `nodes` nodes (E / nodes each), a given other node is missed by
+// all k picks with probability C(E - E/nodes, k) / C(E, k) (k distinct experts drawn from the
+// E - E/nodes elsewhere), so the expected number of other nodes a token reaches is
+//   (nodes - 1) * (1 - C(E - E/nodes, k) / C(E, k)),
+// against k (nodes - 1) / nodes routed copies to other nodes for the flat all-to-all. 0 for one node.
+double expected_remote_nodes(int experts, int top_k, int nodes);
+
+// Bytes that cross nodes per (token, other node) pair in one micro-batch's forward + backward of the
+// node-aware exchange: four rows of `hidden` values of `value_bytes` each (the token out, its partial
+// sum back; the output gradient out, the input gradient back) and 3 k four-byte values (the picks'
+// slots and weights out, the weight gradients back). The flat exchange moves 4 rows per routed copy.
+double hierarchical_pair_bytes(int hidden, int top_k, double value_bytes);
+
 }  // namespace moe4d

@@ -68,12 +68,14 @@ std::string layout_to_string(const Layout& l) {
                      rank_order_string(l.order));
   if (l.sequence_parallel) out += ",sp=1";
   if (l.cp > 1) out += fmt::format(",cp={}", l.cp);
+  if (l.dispatcher == MoeDispatcher::kHierarchical) out += ",dispatch=hierarchical";
   return out;
 }
 
 std::string layout_dims_string(const Layout& l) {
-  return fmt::format("dp{} ep{} tp{} pp{}{}{}", l.dp, l.ep, l.tp, l.pp, l.sequence_parallel ? " sp" : "",
-                     l.cp > 1 ? fmt::format(" cp{}", l.cp) : std::string());
+  return fmt::format("dp{} ep{} tp{} pp{}{}{}{}", l.dp, l.ep, l.tp, l.pp, l.sequence_parallel ? " sp" : "",
+                     l.cp > 1 ? fmt::format(" cp{}", l.cp) : std::string(),
+                     l.dispatcher == MoeDispatcher::kHierarchical ? " hier" : "");
 }
 
 namespace {
@@ -201,8 +203,13 @@ Layout parse_layout(const std::string& text, int64_t global_batch, int devices) 
       if (value != "0" && value != "1" && value != "true" && value != "false")
         fail("--layout sp={}: expected 0 or 1 (sequence parallelism off or on)", value);
       l.sequence_parallel = value == "1" || value == "true";
+    } else if (key == "dispatch") {
+      const auto dispatcher = value_of(config_names::kMoeDispatcherNames, value);
+      if (!dispatcher) fail("--layout dispatch={}: expected {}", value, names_or(config_names::kMoeDispatcherNames));
+      l.dispatcher = *dispatcher;
     } else {
-      fail("--layout: unknown key '{}', expected dp, ep, tp, pp, cp, mb, mbs, schedule, v, recompute, zero, order or sp",
+      fail("--layout: unknown key '{}', expected dp, ep, tp, pp, cp, mb, mbs, schedule, v, recompute, zero, order, sp "
+           "or dispatch",
            key);
     }
   }

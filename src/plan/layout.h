@@ -34,6 +34,8 @@ struct Layout {
   bool sequence_parallel = false;  // Megatron-style sequence parallelism over the TP group
   // Context parallelism: each sequence split over cp of the dp x ep data replicas (model/context_parallel.h).
   int cp = 1;
+  // The expert exchange (model.moe.dispatcher): flat, or node-aware when the EP group spans nodes.
+  MoeDispatcher dispatcher = MoeDispatcher::kAllToAll;
 
   int world() const { return dp * ep * tp * pp; }
   int data_replicas() const { return dp * ep; }
@@ -48,17 +50,18 @@ std::string rank_order_string(const RankOrder& order);       // "tp-ep-dp-pp"
 RankOrder parse_rank_order(const std::string& text);
 
 // "dp=2,ep=8,tp=4,pp=1,mbs=1,mb=16,schedule=1f1b,recompute=full,zero=3,order=tp-ep-dp-pp"
-// (interleaved adds ",v=2", sequence parallelism ",sp=1", context parallelism ",cp=2"). parse_layout
-// reads this back.
+// (interleaved adds ",v=2", sequence parallelism ",sp=1", context parallelism ",cp=2", the node-aware
+// expert dispatch ",dispatch=hierarchical"). parse_layout reads this back.
 std::string layout_to_string(const Layout& layout);
-// Short form for tables: "dp2 ep8 tp4 pp1" (" sp" appended under sequence parallelism, " cp2" under CP).
+// Short form for tables: "dp2 ep8 tp4 pp1" (" sp" appended under sequence parallelism, " cp2" under CP,
+// " hier" under the node-aware expert dispatch).
 std::string layout_dims_string(const Layout& layout);
 
 // Parses a `--layout` string: comma-separated key=value with keys dp, ep, tp, pp (default 1),
 // mb (= micro_batch_num), mbs (micro-batch size), schedule (gpipe|1f1b|interleaved), v (virtual
 // stages, default 2 when interleaved), recompute (none|selective|full), zero (0-3), order, sp (0|1:
 // sequence parallelism), cp (context parallelism: divides dp x ep; the global batch splits over the
-// dp x ep / cp dense replicas).
+// dp x ep / cp dense replicas), dispatch (alltoall|hierarchical: model.moe.dispatcher).
 // Given one of mb / mbs the other follows from the global batch; given neither, mbs = 1.
 // Errors (moe4d::Error): unknown keys or values; a product that is not `devices`, with the
 // articles' message "parallel size mismatch: dp 4 x ep 1 x tp 4 x pp 3 = 48, but 64 devices are

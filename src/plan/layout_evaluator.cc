@@ -73,6 +73,8 @@ std::string layout_problem(const PlanContext& ctx, const Layout& l) {
   } else if (l.virtual_stages != 1) {
     return "virtual stages need the interleaved schedule";
   }
+  if (l.dispatcher == MoeDispatcher::kHierarchical && (!m.is_moe() || l.ep < 2))
+    return "dispatch=hierarchical (the node-aware expert dispatch) needs an MoE model and ep >= 2";
   if (l.sequence_parallel && ctx.setup.seq_length % l.tp != 0)
     return fmt::format("sequence parallelism needs tp {} to divide seq_length {}", l.tp, ctx.setup.seq_length);
   if (l.cp < 1 || l.data_replicas() % l.cp != 0)
@@ -119,6 +121,25 @@ std::vector<MemoryBreakdown> LayoutEvaluator::stage_memories(const Layout& layou
   return out;
 }
 
+double ep_exchange_seconds(const ClusterSpec& c, const ModelConfig& m, const TrainingSetup& setup, const Layout& l,
+                           const Placement& place, double tokens) {
+  const double a = setup.compute_bytes(), d = m.hidden_size;
+  const double rows = device_routed_rows(m, setup, l, tokens);
+  if (l.dispatcher != MoeDispatcher::kHierarchical || !place.ep.crosses_nodes())
+    return collective_seconds(c, Collective::kAllToAll, place.ep, rows * d * a);
+  // Node-aware: stage 1 sends one row per (token, other node), with a quarter of the pair's
+  // metadata (hierarchical_pair_bytes: 3k four-byte values over the four moves), to one device per
+  // node — an all-to-all over the group's nodes on each device's own NIC, whose buffer includes the
+  // share for its own node; stage 2 moves the routed rows inside the node.
+  const int nodes = place.ep.nodes, k = m.moe.top_k;
+  const double remote_rows = tokens * expected_remote_nodes(m.moe.num_experts, k, nodes) * rows / (tokens * k);
+  const double stage1_buffer = remote_rows * (d * a + 3.0 * k) * nodes / (nodes - 1);
+  const GroupSpan across{.size = nodes, .nodes = nodes, .per_node = 1};
+  const GroupSpan inside{.size = place.ep.per_node, .nodes = 1, .per_node = place.ep.per_node};
+  return collective_seconds(c, Collective::kAllToAll, across, stage1_buffer) +
+         collective_seconds(c, Collective::kAllToAll, inside, rows * d * a);
+}
+
 TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place, std::vector<StageTime>* detail) {
   const ModelConfig& m = ctx_.model;
   const TrainingSetup& setup = ctx_.setup;
@@ -149,9 +170,7 @@ TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place, std
                            : collective_seconds(c, Collective::kAllReduce, place.tp, tokens * d * a);
   const double tp_small = collective_seconds(c, Collective::kAllReduce, place.tp, tokens * 4);
   // The all-to-all ends when the busiest device has sent and received its rows.
-  const double a2a =
-      m.is_moe() ? collective_seconds(c, Collective::kAllToAll, place.ep, device_routed_rows(m, setup, l, tokens) * d * a)
-                 : 0;
+  const double a2a = m.is_moe() ? ep_exchange_seconds(c, m, setup, l, place, tokens) : 0;
   // Stage-to-stage messages as Megatron sends them with TP: each TP rank sends its 1/t share over its
   // own NIC; without sequence parallelism the receiving TP group all-gathers the shares over its
   // links (the scatter/gather optimisation of Narayanan et al. 2021), with it the shard is what the

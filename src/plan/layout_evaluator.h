@@ -99,6 +99,14 @@ struct Evaluation {
   double mfu = 0;  // model FLOPs / (step * devices * peak)
 };
 
+// One move (dispatch or combine) of the expert exchange of one micro-batch on one device, seconds.
+// Flat (alltoall, or any dispatcher while the EP group sits on one node): the device's routed rows
+// over the EP group. Node-aware (layout.dispatcher hierarchical, docs/moe.md §10): stage 1, one row
+// per (token, other node) — tokens x expected_remote_nodes (uniform routing) — across the group's
+// nodes, then the routed rows inside the node.
+double ep_exchange_seconds(const ClusterSpec& cluster, const ModelConfig& model, const TrainingSetup& setup,
+                           const Layout& layout, const Placement& place, double tokens);
+
 // Why the split dp x ep x tp x pp of `layout` cannot run this model on this cluster: device count,
 // heads / ffn / vocab % tp, experts % ep, layers % pp, global batch % (dp * ep); empty when it can.
 std::string split_problem(const PlanContext& ctx, const Layout& layout);

@@ -104,6 +104,7 @@ std::string export_moe4d_config(const PlanContext& ctx, const Layout& layout, co
   config.train.precision = ctx.setup.precision;
   config.train.grad_compression = ctx.setup.grad_compression;
   config.parallel = layout_to_parallel_config(layout, config.parallel);
+  config.model.moe.dispatcher = layout.dispatcher;
   config.parallel.gradient_aggregation_group = ctx.setup.grad_buckets;
   config.parallel.grad_bucket_size = ctx.setup.grad_buckets > 0 ? 0 : ctx.setup.grad_bucket_size;
   config.parallel.zero3_prefetch_buckets = ctx.setup.zero3_prefetch_buckets;
@@ -141,6 +142,9 @@ std::string export_mindformers(const PlanContext& ctx, const Layout& l) {
   if (l.pp == 1 && l.micro_batch_num > 1)
     out += "# No pipeline: MindFormers ignores micro_batch_num (it resets it to 1), so the micro-batches per step are\n"
            "# runner_config.gradient_accumulation_steps.\n";
+  if (l.dispatcher == MoeDispatcher::kHierarchical)
+    out += "# dispatch=hierarchical: MindFormers' moe_config has no node-aware dispatch key; MindSpeed's counterpart\n"
+           "# is --moe-hierarchical-alltoallv (docs/moe.md §10).\n";
   if (m.is_moe() && m.moe.layer_freq > 1)
     out += fmt::format("# moe.layer_freq {}: MindFormers' moe_config has no layer frequency; set the model's own MoE layer list.\n",
                        m.moe.layer_freq);
@@ -425,7 +429,13 @@ std::string export_megatron(const PlanContext& ctx, const Layout& l, const std::
       arg("--moe-router-pre-softmax");  // softmax over all experts, top-k weights kept as they are
     }
     arg("--moe-router-dtype", "fp32");  // moe4d scores the router in fp32
-    arg("--moe-token-dispatcher-type", "alltoall");
+    if (l.dispatcher == MoeDispatcher::kHierarchical) {
+      // Megatron-Core's node-aware dispatch: the flex dispatcher on DeepEP's kernels (docs/moe.md §10).
+      arg("--moe-token-dispatcher-type", "flex");
+      arg("--moe-flex-dispatcher-backend", "deepep");
+    } else {
+      arg("--moe-token-dispatcher-type", "alltoall");
+    }
     megatron_router_args(m, arg);
     if (m.moe.capacity_factor) arg("--moe-expert-capacity-factor", fmt::format("{}", *m.moe.capacity_factor));
     arg("--moe-aux-loss-coeff", fmt::format("{}", m.moe.aux_loss_coeff));

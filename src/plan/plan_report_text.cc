@@ -6,6 +6,8 @@
 
 #include "plan/bottleneck.h"
 #include "plan/checkpoint_model.h"
+#include "plan/comm_model.h"
+#include "plan/layout_evaluator.h"
 #include "plan/param_count.h"
 #include "plan/plan_report.h"
 #include "plan/ranking.h"
@@ -14,6 +16,24 @@
 
 namespace moe4d {
 namespace {
+
+// The expert dispatch of a layout whose EP group spans nodes: what each dispatcher sends across
+// nodes and what one move costs (docs/moe.md §10).
+std::string dispatch_text(const PlanContext& ctx, const Evaluation& e) {
+  const ModelConfig& m = ctx.model;
+  const double tokens = double(e.layout.micro_batch_size) * ctx.setup.seq_length;
+  Layout flat = e.layout, hier = e.layout;
+  flat.dispatcher = MoeDispatcher::kAllToAll;
+  hier.dispatcher = MoeDispatcher::kHierarchical;
+  const int nodes = e.placement.ep.nodes, k = m.moe.top_k;
+  const double remote = expected_remote_nodes(m.moe.num_experts, k, nodes);
+  return fmt::format(
+      "    expert dispatch {}: a token reaches {:.2f} other nodes of the EP group's {} on average (uniform routing), "
+      "the flat all-to-all sends it {:.2f} times across nodes (k = {}); one move {:.4f} s {} vs {:.4f} s {}\n",
+      e.layout.dispatcher == MoeDispatcher::kHierarchical ? "hierarchical" : "alltoall", remote, nodes,
+      k * double(nodes - 1) / nodes, k, ep_exchange_seconds(ctx.cluster, m, ctx.setup, hier, e.placement, tokens),
+      "hierarchical", ep_exchange_seconds(ctx.cluster, m, ctx.setup, flat, e.placement, tokens), "alltoall");
+}
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr int kMaxMappedRanks = 128;
@@ -228,6 +248,7 @@ std::string format_explain(const PlanContext& ctx, const Evaluation& e) {
     time_row("TP all-reduce", t.tp_comm, span_text(e.placement.tp));
     time_row("EP all-to-all", t.ep_comm,
              fmt::format("exposed of {:.3f} s; {}", t.ep_comm_total, span_text(e.placement.ep)));
+    if (ctx.model.is_moe() && e.placement.ep.crosses_nodes()) out += dispatch_text(ctx, e);
     time_row("PP send/recv", t.pp_comm,
              l.pp > 1 ? (e.placement.pp_hop.crosses_nodes() ? "neighbour stages on different nodes" : "inside a node")
                       : "-");

@@ -159,6 +159,7 @@ std::string run_plan(const PlanRequest& request) {
     if (request.layout == "config") {
       if (!resolved.config) fail("--layout config needs MODEL to be a moe4d config file, not the preset '{}'", request.model);
       layout = layout_from_parallel_config(resolved.config->parallel, ctx.setup.global_batch, devices);
+      layout.dispatcher = resolved.config->model.moe.dispatcher;
     } else {
       layout = parse_layout(request.layout, ctx.setup.global_batch, devices);
     }

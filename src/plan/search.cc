@@ -159,18 +159,26 @@ SearchResult search_layouts(const PlanContext& ctx, const SearchSpace& space, in
                       any_fit = true;
                       for (const auto& [order, placement] : cp_placements) {
                         layout.order = order;
-                        const Evaluation e = evaluator.evaluate_with_memory(layout, mem, &placement);
-                        ++result.timed;
-                        if (static_cast<int>(heap.size()) < top_n) {
-                          heap.push_back(e);
-                          std::push_heap(heap.begin(), heap.end(), faster);
-                        } else if (top_n > 0 && faster(e, heap.front())) {
-                          std::pop_heap(heap.begin(), heap.end(), faster);
-                          heap.back() = e;
-                          std::push_heap(heap.begin(), heap.end(), faster);
+                        // Both expert dispatchers where the EP group spans nodes (elsewhere they move
+                        // the same bytes, and the flat one is kept).
+                        const bool both = ctx.model.is_moe() && placement.ep.crosses_nodes();
+                        for (const MoeDispatcher dispatcher : {MoeDispatcher::kAllToAll, MoeDispatcher::kHierarchical}) {
+                          if (dispatcher == MoeDispatcher::kHierarchical && !both) continue;
+                          layout.dispatcher = dispatcher;
+                          const Evaluation e = evaluator.evaluate_with_memory(layout, mem, &placement);
+                          ++result.timed;
+                          if (static_cast<int>(heap.size()) < top_n) {
+                            heap.push_back(e);
+                            std::push_heap(heap.begin(), heap.end(), faster);
+                          } else if (top_n > 0 && faster(e, heap.front())) {
+                            std::pop_heap(heap.begin(), heap.end(), faster);
+                            heap.back() = e;
+                            std::push_heap(heap.begin(), heap.end(), faster);
+                          }
                         }
                       }
                       layout.order = kDefaultRankOrder;
+                      layout.dispatcher = MoeDispatcher::kAllToAll;
                     }
                   }
                 }

@@ -437,9 +437,9 @@ TEST(ConfigErrors, UnknownKeyAtThreeLevels) {
                                                        "    topk: 2\n")),
             "demo.yaml:10: model.moe.topk: unknown key (expected one of: num_experts, top_k, layer_freq, "
             "capacity_factor, aux_loss_coeff, z_loss_coeff, router_bias_update_rate, a2a_chunks, "
-            "first_dense_layers, dense_layers, expert_ffn_hidden_size, shared_experts, shared_expert_ffn_hidden_size, "
-            "score_function, normalize_top_k, num_groups, group_topk, routed_scaling_factor, load_balancing_type, "
-            "redundant_experts, rebalance_interval)");
+            "dispatcher, first_dense_layers, dense_layers, expert_ffn_hidden_size, shared_experts, "
+            "shared_expert_ffn_hidden_size, score_function, normalize_top_k, num_groups, group_topk, "
+            "routed_scaling_factor, load_balancing_type, redundant_experts, rebalance_interval)");
 }
 
 TEST(ConfigErrors, RepeatedKey) {

@@ -25,7 +25,7 @@ namespace {
 const char* const kKeys[] = {
     "vocab_size", "hidden_size", "num_layers", "num_heads", "ffn_hidden_size", "seq_length", "tie_embeddings", "moe",
     "num_experts", "top_k", "layer_freq", "capacity_factor", "aux_loss_coeff", "z_loss_coeff",
-    "router_bias_update_rate", "a2a_chunks", "redundant_experts", "rebalance_interval", "data_parallel", "expert_parallel", "tensor_parallel",
+    "router_bias_update_rate", "a2a_chunks", "dispatcher", "redundant_experts", "rebalance_interval", "data_parallel", "expert_parallel", "tensor_parallel",
     "pipeline_parallel", "micro_batch_num", "gradient_aggregation_group", "grad_bucket_size",
     "zero3_prefetch_buckets", "recompute", "zero_stage",
     "pipeline_schedule", "virtual_pipeline", "stage_layers", "rank_order", "device_list", "local_worker_num",

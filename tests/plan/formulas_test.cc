@@ -695,5 +695,29 @@ TEST(CommModel, GroupLimitedRoutingBoundsTheNodesATokenReaches) {
   EXPECT_EQ(routed_nodes_per_token(8, 8, 4, 1).remote, 0);
 }
 
+// The node-aware dispatch's expectation against enumerating every set of k distinct experts (the
+// source on node 0; by symmetry any node), experts spread evenly over the nodes.
+TEST(CommModel, ExpectedRemoteNodesMatchesEnumeration) {
+  struct Case {
+    int experts, k, nodes;
+  };
+  for (const Case c : {Case{8, 3, 4}, Case{16, 2, 2}, Case{16, 8, 2}, Case{12, 4, 3}, Case{16, 5, 8}}) {
+    double sum = 0, sets = 0;
+    const int per_node = c.experts / c.nodes;
+    for (uint32_t mask = 0; mask < (1u << c.experts); ++mask) {
+      if (__builtin_popcount(mask) != c.k) continue;
+      int remote = 0;
+      for (int n = 1; n < c.nodes; ++n) remote += ((mask >> (n * per_node)) & ((1u << per_node) - 1)) != 0;
+      sum += remote;
+      sets += 1;
+    }
+    EXPECT_NEAR(expected_remote_nodes(c.experts, c.k, c.nodes), sum / sets, 1e-12)
+        << c.experts << " experts, top-" << c.k << ", " << c.nodes << " nodes";
+  }
+  EXPECT_EQ(expected_remote_nodes(64, 8, 1), 0);
+  EXPECT_NEAR(expected_remote_nodes(16, 8, 2), 1 - 1.0 / 12870, 1e-12);  // C(8,8) / C(16,8)
+  EXPECT_EQ(hierarchical_pair_bytes(64, 8, 4), 4 * 64 * 4 + 3 * 8 * 4);
+}
+
 }  // namespace
 }  // namespace moe4d

@@ -92,8 +92,10 @@ TEST(Layout, RefusesAMismatchWithTheArticlesMessage) {
 
 TEST(Layout, RefusesBadKeysAndValues) {
   EXPECT_EQ(error_of([] { parse_layout("dp=2,etp=2", 8, 4); }),
-            "--layout: unknown key 'etp', expected dp, ep, tp, pp, cp, mb, mbs, schedule, v, recompute, zero, order "
-            "or sp");
+            "--layout: unknown key 'etp', expected dp, ep, tp, pp, cp, mb, mbs, schedule, v, recompute, zero, order, "
+            "sp or dispatch");
+  EXPECT_EQ(error_of([] { parse_layout("dp=2,ep=2,dispatch=deepep", 8, 4); }),
+            "--layout dispatch=deepep: expected alltoall or hierarchical");
   EXPECT_EQ(error_of([] { parse_layout("dp=2,sp=2", 8, 4); }),
             "--layout sp=2: expected 0 or 1 (sequence parallelism off or on)");
   EXPECT_EQ(error_of([] { parse_layout("dp=two", 8, 2); }), "--layout dp=two: expected a positive integer");
@@ -188,6 +190,21 @@ TEST(Placement, DescribeListsNodesAndGroups) {
   const std::string map = describe_placement(parse_layout("dp=2,tp=4", 8, 8), 4);
   EXPECT_NE(map.find("node 1:"), std::string::npos);
   EXPECT_NE(map.find("tp groups"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace moe4d
+
+namespace moe4d {
+namespace {
+
+TEST(Layout, DispatcherRoundTrips) {
+  const Layout l = parse_layout("dp=1,ep=4,dispatch=hierarchical", 8, 4);
+  EXPECT_EQ(l.dispatcher, MoeDispatcher::kHierarchical);
+  EXPECT_EQ(layout_dims_string(l), "dp1 ep4 tp1 pp1 hier");
+  EXPECT_EQ(layout_to_string(parse_layout(layout_to_string(l), 8, 4)), layout_to_string(l));
+  EXPECT_EQ(parse_layout("dp=1,ep=4", 8, 4).dispatcher, MoeDispatcher::kAllToAll);
+  EXPECT_EQ(layout_to_string(parse_layout("dp=1,ep=4", 8, 4)).find("dispatch"), std::string::npos);
 }
 
 }  // namespace

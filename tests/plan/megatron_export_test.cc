@@ -173,9 +173,18 @@ void expect_megatron_accepts(const MegatronRun& r, int world, bool moe, const st
   if (moe && tp > 1) {
     EXPECT_TRUE(r.flags.count("--sequence-parallel"));
   }
-  // MoELayer.__init__: the token dispatcher must be allgather, alltoall or flex; the planner models all-to-all.
+  // MoELayer.__init__: the token dispatcher must be allgather, alltoall or flex; the planner models
+  // all-to-all, or for its node-aware dispatch flex on DeepEP (transformer_config.py __post_init__: the
+  // DeepEP backend only with flex; token_dispatcher.py _DeepepManager: "DeepEP dispatcher requires
+  // TPxEP > 1").
   if (moe) {
-    EXPECT_EQ(r.flags.at("--moe-token-dispatcher-type"), "alltoall");
+    const std::string dispatcher = r.flags.at("--moe-token-dispatcher-type");
+    EXPECT_TRUE(dispatcher == "alltoall" || dispatcher == "flex") << dispatcher;
+    EXPECT_EQ(r.flags.count("--moe-flex-dispatcher-backend"), dispatcher == "flex" ? 1u : 0u);
+    if (dispatcher == "flex") {
+      EXPECT_EQ(r.flags.at("--moe-flex-dispatcher-backend"), "deepep");
+      EXPECT_GT(tp * ep, 1);
+    }
   }
   // megatron/core/transformer/transformer_config.py __post_init__: a capacity factor needs aux_loss,
   // seq_aux_loss, global_aux_loss or none balancing.
@@ -329,6 +338,22 @@ TEST(MegatronExport, ContextParallel) {
   EXPECT_EQ(d.env.at("CUDA_DEVICE_MAX_CONNECTIONS"), "1");  // asserted for CP as for TP
   EXPECT_FALSE(parse_run(export_megatron(ctx, parse_layout("dp=4,ep=4,tp=4,mb=16", ctx.setup.global_batch, 64)))
                    .flags.count("--context-parallel-size"));
+}
+
+// The node-aware expert dispatch maps to Megatron-Core's flex dispatcher on DeepEP
+// (transformer_config.py: moe_token_dispatcher_type 'flex', moe_flex_dispatcher_backend 'deepep').
+TEST(MegatronExport, HierarchicalDispatchIsTheFlexDispatcherOnDeepEP) {
+  const PlanContext ctx = context("moe-120b");
+  const Layout layout =
+      parse_layout("dp=2,ep=8,tp=4,pp=1,mb=16,recompute=full,dispatch=hierarchical", ctx.setup.global_batch, 64);
+  const MegatronRun r = parse_run(export_megatron(ctx, layout));
+  expect_megatron_accepts(r, 64, true, "moe ep8 tp4 hierarchical");
+  EXPECT_EQ(r.flags.at("--moe-token-dispatcher-type"), "flex");
+  EXPECT_EQ(r.flags.at("--moe-flex-dispatcher-backend"), "deepep");
+  const MegatronRun flat = parse_run(export_megatron(ctx, parse_layout("dp=2,ep=8,tp=4,pp=1,mb=16,recompute=full",
+                                                                       ctx.setup.global_batch, 64)));
+  EXPECT_EQ(flat.flags.at("--moe-token-dispatcher-type"), "alltoall");
+  EXPECT_FALSE(flat.flags.count("--moe-flex-dispatcher-backend"));
 }
 
 TEST(MegatronExport, InterleavedPipeline) {

@@ -8,6 +8,7 @@
 
 #include "plan/cluster_presets.h"
 #include "plan/model_presets.h"
+#include "plan/plan_report.h"
 #include "plan/search.h"
 #include "plan_test_util.h"
 
@@ -196,6 +197,51 @@ TEST(Search, TriesContextParallelismOnLongSequences) {
   EXPECT_GT(r.candidates, plain.candidates);
   for (const Evaluation& e : plain.ranked) EXPECT_EQ(e.layout.cp, 1);
   EXPECT_GT(with_cp, 0);
+}
+
+}  // namespace
+}  // namespace moe4d
+
+namespace moe4d {
+namespace {
+
+// Where the EP group spans nodes the search times both expert dispatchers (the flat all-to-all and
+// the node-aware one); where it does not, only the flat one. The node-aware move is priced by
+// ep_exchange_seconds, which for a one-node EP group is the flat all-to-all.
+TEST(Search, TimesTheHierarchicalDispatchWhereEpSpansNodes) {
+  const PlanContext ctx = preset_context("moe-120b", "atlas-800t-a2", 64);
+  const SearchResult r = search_layouts(ctx, SearchSpace{}, 400);
+  check_invariants(ctx, r);
+  int hierarchical = 0;
+  for (const Evaluation& e : r.ranked) {
+    if (e.layout.dispatcher != MoeDispatcher::kHierarchical) continue;
+    ++hierarchical;
+    EXPECT_TRUE(e.placement.ep.crosses_nodes()) << layout_to_string(e.layout);
+  }
+  EXPECT_GT(hierarchical, 0);
+  Layout one_node = parse_layout("dp=8,ep=8,tp=1,pp=1", ctx.setup.global_batch, 64);
+  const Placement place = compute_placement(one_node, ctx.cluster.devices_per_node);
+  ASSERT_FALSE(place.ep.crosses_nodes());
+  const double flat = ep_exchange_seconds(ctx.cluster, ctx.model, ctx.setup, one_node, place, 4096);
+  one_node.dispatcher = MoeDispatcher::kHierarchical;
+  EXPECT_EQ(ep_exchange_seconds(ctx.cluster, ctx.model, ctx.setup, one_node, place, 4096), flat);
+}
+
+// A top-8 model whose EP group spans 2 nodes: the node-aware dispatch sends a token across once
+// instead of 4 times, is faster, and the report says so.
+TEST(Search, HierarchicalDispatchExplainedForATopEightModel) {
+  const PlanContext ctx = preset_context("deepseek-v3-like", "dgx-h100", 256);
+  LayoutEvaluator evaluator(ctx);
+  const Layout flat = parse_layout("dp=8,ep=16,tp=1,pp=2,mbs=3,recompute=full,zero=3", ctx.setup.global_batch, 256);
+  Layout hier = flat;
+  hier.dispatcher = MoeDispatcher::kHierarchical;
+  const Evaluation a = evaluator.evaluate(flat), b = evaluator.evaluate(hier);
+  ASSERT_TRUE(b.placement.ep.crosses_nodes());
+  EXPECT_LT(b.time.ep_comm, a.time.ep_comm);
+  EXPECT_LT(b.time.step, a.time.step);
+  const std::string text = format_explain(ctx, b);
+  EXPECT_NE(text.find("expert dispatch hierarchical: a token reaches 1.00 other nodes"), std::string::npos) << text;
+  EXPECT_NE(text.find("sends it 4.00 times across nodes (k = 8)"), std::string::npos) << text;
 }
 
 }  // namespace
