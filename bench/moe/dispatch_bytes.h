@@ -115,7 +115,7 @@ inline DispatchBytes measure_dispatch_bytes(Communicator& ep, const std::vector<
   HierarchicalExchange relays(ep, rank_node, E);
   const RowRouting source{.tokens = T, .k = k, .rows = rows, .row_slot = row_slot.data(), .slot_row = slot_row.data(),
                           .weights = w.data(), .slot_offsets = offsets.data()};
-  const NodeRelayPlan plan = relays.plan(source, arena);
+  const NodeRelayPlan plan = relays.plan(source, arena, backend);
   const RowRouting& relay = plan.relay;
   std::vector<float> xu(size_t(relay.tokens) * d), xpu(size_t(relay.rows) * d), sums(size_t(relay.tokens) * d);
   relays.scatter(x.data(), xu.data(), d, plan, arena, backend);

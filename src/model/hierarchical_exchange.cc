@@ -32,7 +32,7 @@ HierarchicalExchange::HierarchicalExchange(Communicator& ep_group, const std::ve
   for (const std::vector<int>& m : members) relay_.push_back(m[size_t(local) % m.size()]);
 }
 
-NodeRelayPlan HierarchicalExchange::plan(const RowRouting& source, Arena& memory) const {
+NodeRelayPlan HierarchicalExchange::plan(const RowRouting& source, Arena& memory, Backend& backend) const {
   const int ep = group_.size(), me = group_.rank(), T = source.tokens, k = source.k, S = slots_;
   const int nodes = int(relay_.size());
   NodeRelayPlan plan;
@@ -99,9 +99,8 @@ NodeRelayPlan HierarchicalExchange::plan(const RowRouting& source, Arena& memory
   move(sent_slots, plan.send_rows, plan.send_first, slots, plan.recv_rows, plan.recv_first, k, DType::kI32, memory);
   relay.weights = memory.alloc_f32(received * k);
   {
-    float* packed = memory.alloc_f32(sent * k);
-    for (size_t i = 0; i < sent; ++i)
-      std::memcpy(packed + i * k, source.weights + size_t(plan.sent_token[i]) * k, sizeof(float) * k);
+    float* packed = memory.alloc_f32(sent * k);  // row i: the k pick weights of token sent_token[i]
+    backend.moe_permute_forward(packed, source.weights, plan.sent_token, plan.sent, 1, k);
     move(packed, plan.send_rows, plan.send_first, relay.weights, plan.recv_rows, plan.recv_first, k, DType::kF32,
          memory);
   }

@@ -68,7 +68,7 @@ class HierarchicalExchange {
 
   // Stage 1's plan from the source's routing (collective: one all_gather and two all_to_all_v, for
   // the pick slots and the weights). Reads the routing on the host.
-  NodeRelayPlan plan(const RowRouting& source, Arena& memory) const;
+  NodeRelayPlan plan(const RowRouting& source, Arena& memory, Backend& backend) const;
 
   // x [source_tokens, width] -> relayed [relay.tokens, width] (collective).
   void scatter(const float* x, float* relayed, int width, const NodeRelayPlan& plan, Arena& scratch,

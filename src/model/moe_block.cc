@@ -358,7 +358,7 @@ void* MoeBlock::forward(const float* x_in, float* x_out, BlockContext& ctx) cons
   if (relays_) {
     ctx.backend().synchronize();  // the host reads the routing
     s->relay = keep.alloc<NodeRelayPlan>(1);
-    *s->relay = relays_->plan(route, keep);
+    *s->relay = relays_->plan(route, keep, ctx.backend());
     route = s->relay->relay;
     float* relayed = ctx.scratch.alloc_f32(size_t(route.tokens) * d);
     relays_->scatter(xn, relayed, d, *s->relay, ctx.scratch, ctx.backend());
