@@ -1,7 +1,7 @@
 // interop/hf_architecture.h — which Hugging Face transformers architecture expresses a moe4d model
 // exactly, and its config.json in both directions.
 //
-// Two architectures are used, each only where its forward pass is the moe4d forward pass (up to
+// Five architectures are used, each only where its forward pass is the moe4d forward pass (up to
 // float summation order):
 //   * MixtralForCausalLM: every layer MoE, no shared experts, softmax router with top-k renormalised
 //     to sum 1, no routing bias. Grouped-query attention via num_key_value_heads.

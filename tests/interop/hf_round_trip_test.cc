@@ -361,6 +361,25 @@ TEST_F(HfRoundTripTest, MlaWithDeepSeekRoutingTravelsAsDeepseekV3) {
   nlohmann::json no_q_lora = c;
   no_q_lora["q_lora_rank"] = nullptr;
   EXPECT_EQ(hf_model_from_config_json(no_q_lora, "config.json").model.mla.q_lora_rank, 0);
+  // HF's rotary takes the YaRN factor from max_position_embeddings / original (here 8), its softmax
+  // scale from "factor" (4): one factor for both or a refusal; on export the product must be whole.
+  nlohmann::json two_factors = c;
+  two_factors["max_position_embeddings"] = 32;
+  try {
+    hf_model_from_config_json(two_factors, "config.json");
+    FAIL() << "a YaRN factor other than max_position_embeddings / original was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("\"rope_scaling\""), std::string::npos) << e.what();
+  }
+  ModelConfig fractional = m;
+  fractional.rope_scaling.factor = 2.5;
+  fractional.rope_scaling.original_max_position_embeddings = 3;
+  try {
+    choose_hf_architecture(fractional, false);
+    FAIL() << "YaRN factor 2.5 x 3 positions was exported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is not an integer"), std::string::npos) << e.what();
+  }
   nlohmann::json mtp = c;
   mtp["num_nextn_predict_layers"] = 1;
   try {
