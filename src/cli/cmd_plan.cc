@@ -78,8 +78,12 @@ void add_plan_command(CLI::App& app) {
         fail("{}: not JSON ({})", flags->model, e.what());
       }
       // The planner plans bf16 training of the shapes: a published checkpoint's weight quantization
-      // (e.g. DeepSeek-V3's FP8 blocks), which `ckpt import` refuses, does not change them.
-      if (json.is_object()) json.erase("quantization_config");
+      // (e.g. DeepSeek-V3's FP8 blocks), which `ckpt import` refuses, does not change them. Nor does
+      // DeepSeek-V3's multi-token-prediction layer, which moe4d does not train (import refuses it).
+      if (json.is_object()) {
+        json.erase("quantization_config");
+        json.erase("num_nextn_predict_layers");
+      }
       request.hf_model = hf_model_from_config_json(json, flags->model).model;
     }
     request.cluster = flags->cluster;

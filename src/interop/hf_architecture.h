@@ -1,7 +1,7 @@
 // interop/hf_architecture.h — which Hugging Face transformers architecture expresses a moe4d model
 // exactly, and its config.json in both directions.
 //
-// Two architectures are used, each only where its forward pass is the moe4d forward pass (up to
+// Five architectures are used, each only where its forward pass is the moe4d forward pass (up to
 // float summation order):
 //   * MixtralForCausalLM: every layer MoE, no shared experts, softmax router with top-k renormalised
 //     to sum 1, no routing bias. Grouped-query attention via num_key_value_heads.
@@ -16,9 +16,14 @@
 //     layers by decoder_sparse_step (= layer_freq) less mlp_only_layers (= first_dense_layers and
 //     model.moe.dense_layers), whose dense MLP is intermediate_size (= ffn_hidden_size) wide.
 //   * Qwen3ForCausalLM: the same attention, every layer dense.
+//   * DeepseekV3ForCausalLM (model.kv_lora_rank > 0): multi-head latent attention (q_lora_rank,
+//     kv_lora_rank, qk_nope/qk_rope/v head dims, rope_interleave true, YaRN rope_scaling as
+//     model.rope_scaling) with GLM-4-MoE's routing and layer layout (sigmoid + e_score_correction_bias,
+//     n_group / topk_group, routed_scaling_factor, norm_topk_prob, first_k_dense_replace, shared
+//     experts). No multi-token-prediction layers: num_nextn_predict_layers > 0 is refused on import.
 // Everything else is refused with one line naming what cannot be expressed: Qwen2-MoE gates its
-// shared expert with a learned sigmoid (not expressible as moe4d's ungated sum), DeepSeek-V2/V3 use
-// multi-head latent attention, alternating dense/MoE layers (layer_freq > 1) or listed dense layers
+// shared expert with a learned sigmoid (not expressible as moe4d's ungated sum), YaRN without MLA,
+// alternating dense/MoE layers (layer_freq > 1) or listed dense layers
 // need Qwen3-MoE (so model.qk_layernorm), and no architecture has capacity dropping or a softmax
 // router together with shared experts.
 #pragma once
@@ -31,9 +36,10 @@
 
 namespace moe4d {
 
-enum class HfArchitecture { kMixtral, kGlm4Moe, kQwen3Moe, kQwen3 };
+enum class HfArchitecture { kMixtral, kGlm4Moe, kQwen3Moe, kQwen3, kDeepseekV3 };
 
-// "MixtralForCausalLM" / "Glm4MoeForCausalLM" / "Qwen3MoeForCausalLM" / "Qwen3ForCausalLM".
+// "MixtralForCausalLM" / "Glm4MoeForCausalLM" / "Qwen3MoeForCausalLM" / "Qwen3ForCausalLM" /
+// "DeepseekV3ForCausalLM".
 const char* hf_architecture_name(HfArchitecture arch);
 
 // The model features the HF mapping depends on, read from a ModelConfig in one place.
@@ -63,10 +69,11 @@ struct HfConfigExtras {
 nlohmann::json hf_config_json(const ModelConfig& model, HfArchitecture arch, const HfConfigExtras& extras);
 
 // Reads config.json (`origin` names the file in messages) into the model section of a moe4d config.
-// Refuses, one line each, architectures other than the four above and settings moe4d does not
-// compute (biases, qk-norm outside Qwen3, partial rotary, RoPE scaling, sliding windows, routed
-// scaling, expert groups, activations other than silu, quantized weights). Qwen3 keys absent from
-// config.json take the defaults of transformers' Qwen3MoeConfig / Qwen3Config.
+// Refuses, one line each, architectures other than the five above and settings moe4d does not
+// compute (biases, qk-norm outside Qwen3, partial rotary, RoPE scaling other than DeepSeek-V3's YaRN,
+// sliding windows, activations other than silu, quantized weights, MTP layers). Qwen3 and
+// DeepSeek-V3 keys absent from config.json take the defaults of transformers' Qwen3MoeConfig /
+// Qwen3Config / DeepseekV3Config.
 struct HfImportedModel {
   ModelConfig model;
   HfArchitecture arch = HfArchitecture::kMixtral;

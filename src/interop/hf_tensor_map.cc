@@ -4,8 +4,9 @@
 // MixtralForCausalLM / Glm4MoeForCausalLM / Qwen3(Moe)ForCausalLM writes): model.embed_tokens,
 // model.layers.N.{input_layernorm, self_attn.{q,k,v,o}_proj, self_attn.{q,k}_norm (Qwen3),
 // post_attention_layernorm}, Mixtral's block_sparse_moe.{gate, experts.J.{w1,w2,w3}}, GLM-4-MoE's and
-// Qwen3-MoE's mlp.{gate, experts.J.{gate,up,down}_proj} (GLM-4-MoE also gate.e_score_correction_bias and
-// shared_experts.*) and dense mlp.{gate,up,down}_proj, model.norm, lm_head (absent when tied).
+// Qwen3-MoE's mlp.{gate, experts.J.{gate,up,down}_proj} (GLM-4-MoE and DeepSeek-V3 also
+// gate.e_score_correction_bias and shared_experts.*; DeepSeek-V3's latent attention self_attn.{q_a_proj,
+// q_a_layernorm, q_b_proj (or q_proj), kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj}) and dense mlp.{gate,up,down}_proj, model.norm, lm_head (absent when tied).
 #include "interop/hf_tensor_map.h"
 
 #include <fmt/format.h>
@@ -170,20 +171,21 @@ std::vector<HfTensorRule> hf_tensor_rules(const ModelConfig& m, HfArchitecture a
       continue;
     }
     rules.transpose(mlp + "gate.weight", ours + "moe.router.weight");
-    if (arch == HfArchitecture::kGlm4Moe) rules.add_bias(mlp + "gate.e_score_correction_bias", E, l);
+    const bool glm_like = arch == HfArchitecture::kGlm4Moe || arch == HfArchitecture::kDeepseekV3;
+    if (glm_like) rules.add_bias(mlp + "gate.e_score_correction_bias", E, l);
     for (int e = 0; e < E; ++e) {
       const std::string expert = fmt::format("{}experts.{}.", mlp, e);
       rules.expert_transpose(expert + "gate_proj.weight", ours + "moe.experts.w1", e);
       rules.expert_transpose(expert + "up_proj.weight", ours + "moe.experts.w3", e);
       rules.expert_transpose(expert + "down_proj.weight", ours + "moe.experts.w2", e);
     }
-    if (arch != HfArchitecture::kGlm4Moe) continue;  // Qwen3-MoE: no shared expert
+    if (!glm_like) continue;  // Qwen3-MoE: no shared expert
     const std::string shared = mlp + "shared_experts.";
     if (m.shared_ffn() > 0) {
       rules.transpose(shared + "gate_proj.weight", ours + "moe.shared.w1.weight");
       rules.transpose(shared + "up_proj.weight", ours + "moe.shared.w3.weight");
       rules.transpose(shared + "down_proj.weight", ours + "moe.shared.w2.weight");
-    } else {  // n_shared_experts 0: GLM-4-MoE still has the (zero-width) module
+    } else {  // n_shared_experts 0: GLM-4-MoE and DeepSeek-V3 still have the (zero-width) module
       rules.add_empty(shared + "gate_proj.weight", {0, m.hidden_size});
       rules.add_empty(shared + "up_proj.weight", {0, m.hidden_size});
       rules.add_empty(shared + "down_proj.weight", {m.hidden_size, 0});

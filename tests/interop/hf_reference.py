@@ -1,8 +1,9 @@
 """An independent forward pass of the Hugging Face architectures moe4d exports to.
 
 Written from the semantics of transformers' modeling_mixtral.py (MixtralForCausalLM),
-modeling_glm4_moe.py (Glm4MoeForCausalLM), modeling_qwen3_moe.py (Qwen3MoeForCausalLM) and
-modeling_qwen3.py (Qwen3ForCausalLM), not from moe4d's code: nn.Linear weights [out, in],
+modeling_glm4_moe.py (Glm4MoeForCausalLM), modeling_qwen3_moe.py (Qwen3MoeForCausalLM),
+modeling_qwen3.py (Qwen3ForCausalLM) and modeling_deepseek_v3.py (DeepseekV3ForCausalLM), not from
+moe4d's code: nn.Linear weights [out, in],
 RMSNorm x * rsqrt(mean(x^2) + eps) * w, RoPE by rotate_half with inv_freq = theta^(-2i/head_dim)
 and absolute positions, grouped-query attention by repeat_kv (query head h reads key/value head
 h // (heads / kv_heads)), causal softmax attention scaled by head_dim^-0.5, Mixtral's softmax router
@@ -14,12 +15,20 @@ head's head_dim elements of q and k, after the projection and before RoPE), head
 (num_heads * head_dim may differ from hidden_size), Qwen3-MoE's softmax router (top-k of the softmax
 over all experts, renormalised only with norm_topk_prob), sparse layers where (l + 1) %
 decoder_sparse_step == 0 and l is not in mlp_only_layers, else a dense MLP of intermediate_size.
+DeepSeek-V3: DeepseekV3Attention (q = q_b_proj(RMSNorm_1e-6(q_a_proj x)) or q_proj x, split per head
+into [nope, rope]; kv_a_proj_with_mqa x = [latent, k_rope] with one k_rope shared by all heads;
+kv_b_proj(RMSNorm_1e-6(latent)) = per head [k_nope, v]; rope_interleave: the rotary part is
+de-interleaved (even then odd elements) before rotate_half; softmax scale qk_head_dim^-0.5, times
+yarn_get_mscale(factor, mscale_all_dim)^2 with YaRN), YaRN's inv_freq and attention factor as
+_compute_yarn_parameters (factor = max_position_embeddings / original_max_position_embeddings),
+and DeepseekV3TopkRouter / DeepseekV3MoE routing (GLM-4-MoE's) with the first_k_dense_replace layers.
 Computed in float64 as a reference.
 
 The folder is read with a few lines of Python (no safetensors package): 8-byte little-endian
 header length, JSON header, raw little-endian data.
 """
 import json
+import math
 import os
 import struct
 
@@ -91,7 +100,7 @@ class HfReference:
         c = self.config
         self.arch = c["architectures"][0]
         assert self.arch in ("MixtralForCausalLM", "Glm4MoeForCausalLM", "Qwen3MoeForCausalLM",
-                             "Qwen3ForCausalLM"), self.arch
+                             "Qwen3ForCausalLM", "DeepseekV3ForCausalLM"), self.arch
         self.qwen = self.arch.startswith("Qwen3")
         self.heads = c["num_attention_heads"]
         self.kv_heads = c.get("num_key_value_heads") or self.heads
@@ -103,8 +112,83 @@ class HfReference:
         if self.arch == "Glm4MoeForCausalLM":
             assert c.get("partial_rotary_factor", 0.5) == 1.0 and not c.get("use_qk_norm", False)
             assert not c.get("attention_bias", False)
+        self.deepseek = self.arch == "DeepseekV3ForCausalLM"
+        if self.deepseek:
+            assert c.get("rope_interleave", True) and not c.get("attention_bias", False)
+            assert c.get("num_nextn_predict_layers", 0) == 0
+
+    def yarn(self, dim):
+        """(inv_freq, attention_factor) of _compute_yarn_parameters (fp32 as HF), or plain RoPE's."""
+        c = self.config
+        r = c.get("rope_scaling") or {}
+        pos_freqs = self.theta ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim)
+        if r.get("rope_type", r.get("type")) != "yarn":
+            return (1.0 / pos_freqs).double(), 1.0
+        original = r.get("original_max_position_embeddings")
+        factor = c["max_position_embeddings"] / original if original else r["factor"]
+        original = original or c["max_position_embeddings"]
+
+        def get_mscale(scale, m=1):
+            return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+        mscale, mscale_all_dim = r.get("mscale"), r.get("mscale_all_dim")
+        attention_factor = (get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim)
+                            if mscale and mscale_all_dim else get_mscale(factor))
+
+        def correction_dim(rotations):
+            return dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(self.theta))
+        low = max(math.floor(correction_dim(r.get("beta_fast") or 32)), 0)
+        high = min(math.ceil(correction_dim(r.get("beta_slow") or 1)), dim - 1)
+        if low == high:
+            high += 0.001
+        ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
+        extrapolation_weight = 1 - ramp
+        inv_freq = ((1.0 / (factor * pos_freqs)) * (1 - extrapolation_weight)
+                    + (1.0 / pos_freqs) * extrapolation_weight)
+        return inv_freq.double(), attention_factor
+
+    def mla_attention(self, x, p):
+        c = self.config
+        S, H = x.shape[0], self.heads
+        nope, rope, vd = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"]
+        if c.get("q_lora_rank") is None:
+            q = x @ self.t[p + "q_proj.weight"].T
+        else:
+            q = rms_norm(x @ self.t[p + "q_a_proj.weight"].T, self.t[p + "q_a_layernorm.weight"], 1e-6)
+            q = q @ self.t[p + "q_b_proj.weight"].T
+        q = q.view(S, H, nope + rope).transpose(0, 1)
+        q_pass, q_rot = q[..., :nope], q[..., nope:]
+        kv = x @ self.t[p + "kv_a_proj_with_mqa.weight"].T
+        latent, k_rot = kv[:, :c["kv_lora_rank"]], kv[:, c["kv_lora_rank"]:]
+        kv = rms_norm(latent, self.t[p + "kv_a_layernorm.weight"], 1e-6) @ self.t[p + "kv_b_proj.weight"].T
+        kv = kv.view(S, H, nope + vd).transpose(0, 1)
+        k_pass, v = kv[..., :nope], kv[..., nope:]
+        k_rot = k_rot[None]  # [1, S, rope]: one rotary key for all heads
+        inv_freq, attention_factor = self.yarn(rope)
+        freqs = torch.arange(S, dtype=torch.float64)[:, None] * inv_freq[None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos() * attention_factor, emb.sin() * attention_factor
+        # rope_interleave: even elements, then odd, then rotate_half (the negative control,
+        # self.rotate = rotate_pairs, reads the rows as rope_interleave false instead).
+        if self.rotate is rotate_half:
+            q_rot = torch.cat((q_rot[..., 0::2], q_rot[..., 1::2]), dim=-1)
+            k_rot = torch.cat((k_rot[..., 0::2], k_rot[..., 1::2]), dim=-1)
+        q_rot = q_rot * cos + rotate_half(q_rot) * sin
+        k_rot = k_rot * cos + rotate_half(k_rot) * sin
+        q = torch.cat((q_pass, q_rot), dim=-1)
+        k = torch.cat((k_pass, k_rot.expand(H, S, rope)), dim=-1)
+        scale = (nope + rope) ** -0.5
+        r = c.get("rope_scaling")
+        if r is not None and r.get("mscale_all_dim"):
+            m = 0.1 * r["mscale_all_dim"] * math.log(r["factor"]) + 1.0 if r["factor"] > 1 else 1.0
+            scale = scale * m * m
+        scores = q @ k.transpose(1, 2) * scale
+        mask = torch.triu(torch.ones(S, S, dtype=torch.bool), diagonal=1)
+        out = torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1) @ v
+        return out.transpose(0, 1).reshape(S, H * vd) @ self.t[p + "o_proj.weight"].T
 
     def attention(self, x, p):
+        if self.deepseek:
+            return self.mla_attention(x, p)
         S = x.shape[0]
         hd, H, KV = self.head_dim, self.heads, self.kv_heads
         q = (x @ self.t[p + "q_proj.weight"].T).view(S, H, hd).transpose(0, 1)

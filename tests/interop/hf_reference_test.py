@@ -9,6 +9,8 @@ usage: hf_reference_test.py MOE4D MPIEXEC WORKDIR VARIANT
           qwen3_moe:   q/k norm, head_dim != hidden / heads, mlp_only_layers, softmax top-k not
                        renormalised -> Qwen3MoeForCausalLM
           qwen3_dense: q/k norm, head_dim != hidden / heads, tied embeddings, dense -> Qwen3ForCausalLM
+          deepseek_v3: multi-head latent attention (q_lora, YaRN with mscale / mscale_all_dim), glm_grouped's
+                       routing -> DeepseekV3ForCausalLM
 Along the way: generate with and without the KV cache gives the same tokens, eval on 2 MPI ranks
 (EP 2, TP 2 for the Qwen3 variants) gives the single-rank loss, import of the folder gives back the
 checkpoint's tensors and its export the folder's tensors bit for bit, and a bf16 export holds the
@@ -116,11 +118,36 @@ model:
   ffn_hidden_size: 128
   seq_length: 48
 """,
+    # DeepSeek-V3: multi-head latent attention with a compressed query, YaRN (factor 4 over 12 positions,
+    # so max_position_embeddings = 48 = seq_length; mscale != mscale_all_dim, so both the cos/sin factor
+    # and the softmax scale differ from 1), a dense first layer, a shared expert, sigmoid scores with the
+    # bias, 8 experts in 4 groups, top-3 from the best 2, weights scaled by 2.5: DeepseekV3ForCausalLM.
+    "deepseek_v3": """
+model:
+  vocab_size: 320
+  hidden_size: 32
+  num_layers: 3
+  num_heads: 4
+  q_lora_rank: 16
+  kv_lora_rank: 12
+  qk_nope_head_dim: 4
+  qk_rope_head_dim: 12
+  rope_theta: 100.0
+  v_head_dim: 6
+  rope_scaling: {factor: 4, original_max_position_embeddings: 12, mscale: 1.0, mscale_all_dim: 0.8}
+  norm_eps: 1.0e-6
+  ffn_hidden_size: 48
+  seq_length: 48
+  moe: {num_experts: 8, top_k: 3, layer_freq: 1, first_dense_layers: 1, expert_ffn_hidden_size: 16,
+        shared_experts: 1, score_function: sigmoid, normalize_top_k: true, capacity_factor: null,
+        num_groups: 4, group_topk: 2, routed_scaling_factor: 2.5, aux_loss_coeff: 0.0,
+        router_bias_update_rate: 0.01}
+""",
 }
 # The tied dense model needs more steps before its greedy tokens stop repeating one token.
-STEPS = {"qwen3_dense": 200}
+STEPS = {"qwen3_dense": 200, "deepseek_v3": 150}
 ARCH = {"mixtral_gqa": "MixtralForCausalLM", "glm_shared": "Glm4MoeForCausalLM", "glm_grouped": "Glm4MoeForCausalLM",
-        "qwen3_moe": "Qwen3MoeForCausalLM", "qwen3_dense": "Qwen3ForCausalLM"}
+        "qwen3_moe": "Qwen3MoeForCausalLM", "qwen3_dense": "Qwen3ForCausalLM", "deepseek_v3": "DeepseekV3ForCausalLM"}
 
 
 def run(cmd, **kw):
@@ -203,7 +230,7 @@ checkpoint: {{dir: {work}/ckpt, interval: 0, keep: 1}}
         failures.append(f"eval on {split} {ev2['loss']} vs single rank {ev['loss']}")
     if gen["ids"] != ref_ids:
         failures.append("greedy tokens differ from the reference")
-    if variant in ("glm_shared", "glm_grouped"):
+    if variant in ("glm_shared", "glm_grouped", "deepseek_v3"):
         bias = [b for n, t in model.t.items() if n.endswith("e_score_correction_bias") for b in t.tolist()]
         if not any(b != 0 for b in bias):
             failures.append("the trained router bias did not reach e_score_correction_bias (all zero)")

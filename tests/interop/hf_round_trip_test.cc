@@ -198,7 +198,7 @@ TEST_F(HfRoundTripTest, MlaAttentionTensorsAreDeepSeekV3s) {
       {"kv_a_proj_with_mqa.weight", {10, d}}, {"kv_a_layernorm.weight", {8}}, {"kv_b_proj.weight", {h * 7, 8}},
       {"o_proj.weight", {d, h * 3}}};
   int seen = 0;
-  for (const HfTensorRule& rule : hf_tensor_rules(m, HfArchitecture::kGlm4Moe)) {
+  for (const HfTensorRule& rule : hf_tensor_rules(m, HfArchitecture::kDeepseekV3)) {
     const std::string prefix = "model.layers.1.self_attn.";
     if (rule.hf_name.rfind(prefix, 0) == 0) {
       ++seen;
@@ -210,12 +210,17 @@ TEST_F(HfRoundTripTest, MlaAttentionTensorsAreDeepSeekV3s) {
       for (int64_t c = 0; c < cols; ++c) ++used.at(rule.moe4d_name).at(size_t(rule.source(r, c)));
   }
   EXPECT_EQ(seen, 7);
-  for (const auto& [name, counts] : used)
-    if (name.find(".attn") != std::string::npos)
+  for (const auto& [name, counts] : used) {
+    if (name.find(".attn") != std::string::npos) {
       EXPECT_TRUE(std::all_of(counts.begin(), counts.end(), [](int n) { return n == 1; })) << name;
+    }
+  }
   // kv_b_proj row j of head 1 is moe4d's column 1 x (nope + v) + j: the transpose, heads in order.
-  for (const HfTensorRule& rule : hf_tensor_rules(m, HfArchitecture::kGlm4Moe))
-    if (rule.hf_name == "model.layers.0.self_attn.kv_b_proj.weight") EXPECT_EQ(rule.source(7 + 2, 3), 3 * h * 7 + 9);
+  for (const HfTensorRule& rule : hf_tensor_rules(m, HfArchitecture::kDeepseekV3)) {
+    if (rule.hf_name == "model.layers.0.self_attn.kv_b_proj.weight") {
+      EXPECT_EQ(rule.source(7 + 2, 3), 3 * h * 7 + 9);
+    }
+  }
 }
 
 TEST_F(HfRoundTripTest, RefusesWhatNoArchitectureExpresses) {
@@ -241,7 +246,11 @@ TEST_F(HfRoundTripTest, RefusesWhatNoArchitectureExpresses) {
   Config mla = mixtral_config();
   mla.model.num_kv_heads = 0;
   mla.model.mla = {.q_lora_rank = 8, .kv_lora_rank = 8, .qk_nope_head_dim = 4, .qk_rope_head_dim = 4, .v_head_dim = 4};
-  EXPECT_NE(message(mla, 0.0, "d").find("model.kv_lora_rank 8: multi-head latent attention"), std::string::npos);
+  EXPECT_NE(message(mla, 0.0, "d").find("multi-head latent attention with softmax router scores"), std::string::npos);
+  Config yarn = mixtral_config();  // YaRN travels only with MLA (DeepSeek-V3)
+  yarn.model.rope_scaling = {.factor = 4, .original_max_position_embeddings = 4};
+  EXPECT_NE(message(yarn, 0.0, "d").find("YaRN RoPE scaling is exported only with multi-head latent"),
+            std::string::npos);
   EXPECT_FALSE(fs::exists(root_ + "/a") || fs::exists(root_ + "/b") || fs::exists(root_ + "/c") ||
                fs::exists(root_ + "/d"));
 
@@ -280,6 +289,104 @@ TEST_F(HfRoundTripTest, GroupLimitedRoutingTravelsAsGlm4Moe) {
     FAIL() << "topk_group 1 with top-3 of groups of 2 was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("\"topk_group\""), std::string::npos) << e.what();
+  }
+}
+
+// Multi-head latent attention with DeepSeek routing (a dense first layer, a shared expert, sigmoid
+// scores with a non-zero bias, groups, a scaling factor) and YaRN: DeepseekV3ForCausalLM, back bit for bit.
+TEST_F(HfRoundTripTest, MlaWithDeepSeekRoutingTravelsAsDeepseekV3) {
+  Config config = mixtral_config();
+  ModelConfig& m = config.model;
+  m.num_layers = 3;
+  m.mla = {.q_lora_rank = 6, .kv_lora_rank = 8, .qk_nope_head_dim = 4, .qk_rope_head_dim = 2, .v_head_dim = 3};
+  m.seq_length = 16;  // YaRN: max_position_embeddings is factor x original_max_position_embeddings
+  m.rope_scaling = {.factor = 4, .original_max_position_embeddings = 4, .beta_fast = 16, .mscale = 0.5,
+                    .mscale_all_dim = 0.7};
+  m.moe = {.num_experts = 8, .top_k = 3, .layer_freq = 1, .capacity_factor = std::nullopt};
+  m.moe.expert_ffn_hidden_size = 12;
+  m.moe.shared_experts = 1;
+  m.moe.first_dense_layers = 1;
+  m.moe.score_function = RouterScore::kSigmoid;
+  m.moe.num_groups = 4;
+  m.moe.group_topk = 2;
+  m.moe.routed_scaling_factor = 2.5;
+  const std::string ckpt = write_checkpoint(config, 0.01);
+  const HfExportResult ex = export_hf({.checkpoint = ckpt, .output_dir = root_ + "/hf", .max_shard_bytes = 6000});
+  EXPECT_EQ(ex.arch, HfArchitecture::kDeepseekV3);
+  nlohmann::json c = read_json(root_ + "/hf/config.json");
+  EXPECT_EQ(c["architectures"][0], "DeepseekV3ForCausalLM");
+  EXPECT_EQ(c["model_type"], "deepseek_v3");
+  EXPECT_EQ(c["q_lora_rank"], 6);
+  EXPECT_EQ(c["kv_lora_rank"], 8);
+  EXPECT_EQ(c["head_dim"], 2);  // DeepseekV3Config: qk_rope_head_dim
+  EXPECT_EQ(c["rope_interleave"], true);
+  EXPECT_EQ(c["n_group"], 4);
+  EXPECT_EQ(c["first_k_dense_replace"], 1);
+  EXPECT_EQ(c["n_shared_experts"], 1);
+  EXPECT_EQ(c["moe_intermediate_size"], 12);
+  EXPECT_EQ(c["num_nextn_predict_layers"], 0);
+  EXPECT_EQ(c["rope_scaling"]["rope_type"], "yarn");
+  EXPECT_EQ(c["rope_scaling"]["beta_fast"], 16.0);
+  EXPECT_FALSE(c["rope_scaling"].contains("beta_slow"));  // moe4d's 0: HF's default
+  const nlohmann::json index = read_json(root_ + "/hf/model.safetensors.index.json");
+  EXPECT_EQ(index["weight_map"].size(), hf_tensor_rules(m, HfArchitecture::kDeepseekV3).size());
+  for (const char* name :
+       {"model.layers.1.mlp.gate.e_score_correction_bias", "model.layers.2.self_attn.q_a_proj.weight",
+        "model.layers.1.mlp.shared_experts.down_proj.weight", "model.layers.0.mlp.gate_proj.weight"})
+    EXPECT_TRUE(index["weight_map"].contains(name)) << name;
+
+  const HfImportResult im =
+      import_hf({.input_dir = root_ + "/hf", .output = root_ + "/imported", .train_data = "train.bin"});
+  EXPECT_EQ(im.config.model, m);
+  const auto& a = Checkpoint::open(ckpt).tensors("model.safetensors").tensors();
+  const Checkpoint back = Checkpoint::open(im.checkpoint_path);
+  const auto& b = back.tensors("model.safetensors").tensors();
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, t] : a) {
+    ASSERT_TRUE(b.count(name)) << name;
+    EXPECT_EQ(std::memcmp(t.data, b.at(name).data, t.nbytes()), 0) << name << " differs after the round trip";
+  }
+  EXPECT_NEAR(back.json("state.json")["router_bias"]["1"][0].get<double>(), 0.01, 1e-6);
+
+  // Absent keys take DeepseekV3Config's defaults; MTP layers are refused naming the key.
+  nlohmann::json sparse = c;
+  for (const char* key : {"n_group", "topk_group", "routed_scaling_factor", "rope_interleave", "eos_token_id"})
+    sparse.erase(key);
+  sparse["n_routed_experts"] = 64;
+  const HfImportedModel defaults = hf_model_from_config_json(sparse, "config.json");
+  EXPECT_EQ(defaults.model.moe.num_groups, 8);
+  EXPECT_EQ(defaults.model.moe.group_topk, 4);
+  EXPECT_EQ(defaults.model.moe.routed_scaling_factor, 2.5);
+  EXPECT_EQ(defaults.eos_token_id, 1);
+  nlohmann::json no_q_lora = c;
+  no_q_lora["q_lora_rank"] = nullptr;
+  EXPECT_EQ(hf_model_from_config_json(no_q_lora, "config.json").model.mla.q_lora_rank, 0);
+  // HF's rotary takes the YaRN factor from max_position_embeddings / original (here 8), its softmax
+  // scale from "factor" (4): one factor for both or a refusal; on export the product must be whole.
+  nlohmann::json two_factors = c;
+  two_factors["max_position_embeddings"] = 32;
+  try {
+    hf_model_from_config_json(two_factors, "config.json");
+    FAIL() << "a YaRN factor other than max_position_embeddings / original was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("\"rope_scaling\""), std::string::npos) << e.what();
+  }
+  ModelConfig fractional = m;
+  fractional.rope_scaling.factor = 2.5;
+  fractional.rope_scaling.original_max_position_embeddings = 3;
+  try {
+    choose_hf_architecture(fractional, false);
+    FAIL() << "YaRN factor 2.5 x 3 positions was exported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is not an integer"), std::string::npos) << e.what();
+  }
+  nlohmann::json mtp = c;
+  mtp["num_nextn_predict_layers"] = 1;
+  try {
+    hf_model_from_config_json(mtp, "config.json");
+    FAIL() << "num_nextn_predict_layers 1 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("\"num_nextn_predict_layers\" is 1"), std::string::npos) << e.what();
   }
 }
 
