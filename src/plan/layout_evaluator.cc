@@ -94,6 +94,17 @@ LayoutEvaluator::LayoutEvaluator(const PlanContext& ctx) : ctx_(ctx) {
   model_flops_per_sequence_ = model_forward_flops_per_sequence(ctx.model, ctx.setup.seq_length);
 }
 
+const LayoutEvaluator::ComputeTerms& LayoutEvaluator::compute_terms(const Layout& l) {
+  const std::array<int, 5> key = {l.tp, l.ep, l.cp, l.micro_batch_size, l.sequence_parallel ? 1 : 0};
+  if (const auto it = compute_terms_.find(key); it != compute_terms_.end()) return it->second;
+  const ModelConfig& m = ctx_.model;
+  ComputeTerms& t = compute_terms_[key];
+  t.dense = layer_compute(m, ctx_.setup, l, ctx_.cluster, false);
+  if (m.is_moe()) t.moe = layer_compute(m, ctx_.setup, l, ctx_.cluster, true);
+  t.head = head_compute(m, ctx_.setup, l, ctx_.cluster);
+  return t;
+}
+
 void LayoutEvaluator::fill_stage_params(const Layout& layout) {
   stage_params_.resize(layout.pp);
   for (int s = 0; s < layout.pp; ++s) stage_params_[s] = stage_params(ctx_.model, layout, s);
@@ -154,9 +165,10 @@ TimeBreakdown LayoutEvaluator::time(const Layout& l, const Placement& place, std
   const double cp_exchange =
       collective_seconds(c, Collective::kAllGather, place.cp, tokens * l.cp * m.qkv_width() / l.tp * a);
 
-  const LayerCompute dense = layer_compute(m, setup, l, c, false);
-  const LayerCompute moe = m.is_moe() ? layer_compute(m, setup, l, c, true) : LayerCompute{};
-  const PassCompute head = head_compute(m, setup, l, c);
+  const ComputeTerms& terms = compute_terms(l);
+  const LayerCompute& dense = terms.dense;
+  const LayerCompute& moe = terms.moe;
+  const PassCompute& head = terms.head;
 
   // Collectives of one micro-batch. Under sequence parallelism every TP all-reduce becomes a
   // reduce-scatter along the sequence and an all-gather (the embedding: reduce-scatter forward,

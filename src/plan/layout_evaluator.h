@@ -16,6 +16,8 @@
 // moe.a2a_chunks > 1: exposed = max(a2a, gemm) + min(a2a, gemm) / chunks - gemm.
 #pragma once
 
+#include <array>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -117,7 +119,8 @@ std::string split_problem(const PlanContext& ctx, const Layout& layout);
 std::string layout_problem(const PlanContext& ctx, const Layout& layout);
 
 // Reusable evaluator: holds per-stage scratch so that a search evaluates candidates without
-// allocating. Borrows `ctx`, which must outlive it. Not thread-safe (one per thread).
+// allocating. Borrows `ctx`, which must outlive it and not change while it is used (terms of it are
+// cached). Not thread-safe (one per thread).
 class LayoutEvaluator {
  public:
   explicit LayoutEvaluator(const PlanContext& ctx);
@@ -144,7 +147,18 @@ class LayoutEvaluator {
   // The step; with `detail`, also every stage's parts (not on the search's hot path).
   TimeBreakdown time(const Layout& layout, const Placement& placement, std::vector<StageTime>* detail = nullptr);
 
+  // A dense and an MoE layer's compute and the head's for one micro-batch: pure functions of the
+  // layout's tp, ep, cp, micro-batch size and sequence parallelism (compute_model.h), which a search
+  // asks for again for every split sharing them and every rank order, dispatcher, recompute and
+  // ZeRO stage; kept per key (a search meets a few thousand at most), so caching changes no result.
+  struct ComputeTerms {
+    LayerCompute dense, moe;
+    PassCompute head;
+  };
+  const ComputeTerms& compute_terms(const Layout& layout);
+
   const PlanContext& ctx_;
+  std::map<std::array<int, 5>, ComputeTerms> compute_terms_;
   double model_flops_per_sequence_ = 0;
   std::vector<StageParams> stage_params_;
   std::vector<double> stage_time_;

@@ -71,11 +71,14 @@ GroupSpan span_by_walking(const Layout& layout, std::initializer_list<ParallelDi
   GroupSpan worst{n, 1, n};
   bool first = true;
   // The groups' first ranks (coordinate 0 along every dimension of the group), enumerated directly over
-  // the coordinates of the other dimensions: world / n of them, no per-rank test.
+  // the coordinates of the other dimensions: world / n of them, no per-rank test. A dimension whose
+  // stride is a multiple of ranks_per_node only moves a group by whole nodes (the same span), so its
+  // coordinate 0 stands for all of them.
   int others[4];
   int n_others = 0;
   for (int d = 0; d < 4; ++d)
-    if (!in_group[d] && layout.size(static_cast<ParallelDim>(d)) > 1) others[n_others++] = d;
+    if (!in_group[d] && layout.size(static_cast<ParallelDim>(d)) > 1 && stride[d] % ranks_per_node != 0)
+      others[n_others++] = d;
   int coord[4] = {0, 0, 0, 0};
   for (bool more = true; more;) {
     int base = 0;

@@ -2,9 +2,11 @@
 // specific, and pruning never loses the best layout (checked against an exhaustive enumeration).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <regex>
+#include <set>
 
 #include "plan/cluster_presets.h"
 #include "plan/model_presets.h"
@@ -197,6 +199,32 @@ TEST(Search, TriesContextParallelismOnLongSequences) {
   EXPECT_GT(r.candidates, plain.candidates);
   for (const Evaluation& e : plain.ranked) EXPECT_EQ(e.layout.cp, 1);
   EXPECT_GT(with_cp, 0);
+}
+
+// The evaluator caches each layer's compute per (tp, ep, cp, micro-batch size, sequence parallelism):
+// one evaluator used for many layouts, met in another order than the search's, gives exactly what a
+// fresh one gives, and exactly the search's numbers.
+TEST(Search, SharedEvaluatorEqualsFreshOnes) {
+  const PlanContext ctx = small_context(2.0e6);
+  SearchSpace space;
+  space.context_parallel_from = 64;
+  const SearchResult r = search_layouts(ctx, space, 1 << 20);
+  LayoutEvaluator shared(ctx);
+  std::set<std::array<int, 5>> keys;
+  for (auto it = r.ranked.rbegin(); it != r.ranked.rend(); ++it) {
+    const Layout& l = it->layout;
+    keys.insert({l.tp, l.ep, l.cp, l.micro_batch_size, l.sequence_parallel ? 1 : 0});
+    const Evaluation a = shared.evaluate(l);
+    const Evaluation b = LayoutEvaluator(ctx).evaluate(l);
+    const std::string what = layout_to_string(l);
+    EXPECT_EQ(a.time.step, b.time.step) << what;
+    EXPECT_EQ(a.time.compute, b.time.compute) << what;
+    EXPECT_EQ(a.time.recompute, b.time.recompute) << what;
+    EXPECT_EQ(a.time.communication(), b.time.communication()) << what;
+    EXPECT_EQ(a.memory.total(), b.memory.total()) << what;
+    EXPECT_EQ(it->time.step, b.time.step) << what;
+  }
+  EXPECT_GT(keys.size(), 8u);
 }
 
 }  // namespace
