@@ -255,7 +255,9 @@ TEST(ModelGradient, GroupLimitedRoutingAndBalanceLossesMatchFiniteDifferences) {
     cfg.moe.aux_loss_coeff = 0.5;  // large enough that a wrong balance gradient shows
     cfg.moe.load_balancing_type = balancing;
     TinyModel m(cfg);
-    spread_router(m, 100.0f);
+    // Spread by 10 only: at 100 the sigmoid scores saturate, group sums tie, and ~10% of the
+    // sampled entries sit at a group switch (a flaky skip count across CPUs); at 10 it is 2-3%.
+    spread_router(m, 10.0f);
     check_gradients(m, 1e-2, 2e-2);
   }
 }
